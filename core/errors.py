@@ -1,0 +1,69 @@
+"""One hierarchy for every failure hilltop reports.
+
+The split follows h11: a *Local* error means our own caller misused us (bad code typed, a file
+that cannot be read); a *Remote* error means something outside broke the protocol (the server,
+the peer, a socket). The CLI turns any :class:`HilltopError` into one line on stderr and a
+non-zero exit, so every message here is written for a person, not a programmer.
+"""
+
+from __future__ import annotations
+
+
+class HilltopError(Exception):
+    """Base of every error hilltop raises on purpose; ``str()`` is the user-facing line."""
+
+
+class LocalError(HilltopError):
+    """The caller asked for something that cannot be done (bad input, misuse)."""
+
+
+class RemoteError(HilltopError):
+    """A server, a peer or the network did something wrong or unexpected."""
+
+
+class CodeFormatError(LocalError):
+    """A wormhole code does not match NAMEPLATE-WORD[-WORD...]."""
+
+
+class WrongCodeError(RemoteError):
+    """The peer's first encrypted message did not decrypt: wrong code, or a guessing attacker."""
+
+    def __init__(self, detail: str = "") -> None:
+        text = "wrong code (or someone tried to guess it): key confirmation failed"
+        super().__init__(f"{text} ({detail})" if detail else text)
+
+
+class ServerError(RemoteError):
+    """The mailbox server sent ``error`` or a welcome with an ``error`` field."""
+
+
+class UnwelcomeError(ServerError):
+    """The server refused us in its welcome message."""
+
+
+class ServerUnreachableError(RemoteError):
+    """The first connection to the mailbox server failed."""
+
+
+class ProtocolError(RemoteError):
+    """A message broke the wire protocol (garbage JSON, bad UTF-8, oversized frame...)."""
+
+
+class TransferError(RemoteError):
+    """The peer abandoned the transfer or sent an ``error`` message."""
+
+
+class TransitError(RemoteError):
+    """No transit connection could be made, or the one we had failed."""
+
+
+class BadRecordError(ProtocolError):
+    """A transit record failed to decrypt or carried an unexpected nonce."""
+
+
+class RejectedError(LocalError):
+    """We declined a transfer (user said no, no space, target exists, unsafe names)."""
+
+
+class LonelyError(RemoteError):
+    """We gave up waiting for a peer."""
