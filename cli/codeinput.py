@@ -1,0 +1,67 @@
+"""Typing a code at the prompt, with tab completion of nameplates and words.
+
+``input()`` blocks, so it runs in a thread; the completer reaches back into the reactor with
+``blockingCallFromThread`` to list nameplates and to claim the nameplate as soon as "N-" is
+typed (as the official client does, so the PAKE can start the moment the words are done).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from hilltop import codes
+from hilltop.api import Wormhole
+from hilltop.errors import LocalError
+from twisted.internet.threads import blockingCallFromThread, deferToThread
+
+PROMPT = "Enter receive wormhole code: "
+
+
+class _Completer:
+    def __init__(self, reactor: Any, w: Wormhole, length: int) -> None:
+        self._reactor = reactor
+        self._w = w
+        self._length = length
+        self._matches: list[str] = []
+        self._claimed: str | None = None
+
+    def __call__(self, text: str, state: int) -> str | None:
+        try:
+            if state == 0:
+                self._matches = self._compute(text)
+            return self._matches[state] if state < len(self._matches) else None
+        except Exception:  # noqa: BLE001 - a completer must never kill the prompt
+            return None
+
+    def _compute(self, text: str) -> list[str]:
+        nameplate, dash, _ = text.partition("-")
+        nameplates: tuple[str, ...] = ()
+        if not dash:
+            nameplates = blockingCallFromThread(self._reactor, self._w.list_nameplates)
+        elif self._claimed is None and nameplate.isdigit():
+            self._claimed = nameplate
+            blockingCallFromThread(self._reactor, self._w.claim_nameplate, nameplate)
+        return codes.complete(text, nameplates, self._length)
+
+
+def _prompt(completer: _Completer | None) -> str:
+    if completer is not None:
+        import readline
+
+        readline.set_completer(completer)
+        readline.set_completer_delims("")
+        readline.parse_and_bind("tab: complete")
+    try:
+        return input(PROMPT)
+    except EOFError:
+        raise LocalError("no code was entered") from None
+
+
+async def read_code(reactor: Any, w: Wormhole, length: int) -> str:
+    """Prompt for the code (completion on a terminal), then set it on ``w``."""
+    interactive = sys.stdin.isatty()
+    completer = _Completer(reactor, w, length) if interactive else None
+    typed = (await deferToThread(_prompt, completer)).strip()
+    w.set_code(typed)
+    return typed

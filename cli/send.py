@@ -1,0 +1,97 @@
+"""``wormhole send``: get a code, tell the user, then hand the payload to the peer."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Any
+
+import click
+from hilltop import api, transfer
+from hilltop.cli import output
+from hilltop.cli.main import GlobalOptions, run
+from hilltop.errors import LocalError, TransferError
+
+VERIFY_REJECTED = "sender rejected verification check, abandoned transfer"
+
+
+@click.command()
+@click.argument("what", required=False, metavar="[WHAT]")
+@click.option("--text", metavar="MESSAGE",
+              help="text message to send, instead of a file; '-' reads it from stdin")
+@click.option("--code", metavar="CODE", help="use this code instead of allocating one")
+@click.option("-c", "--code-length", default=2, show_default=True, metavar="NUMWORDS",
+              type=click.IntRange(1, 32), help="number of words in an allocated code")
+@click.option("-v", "--verify", is_flag=True,
+              help="show the verification string and wait for approval")
+@click.option("--hide-progress", is_flag=True, help="do not show a progress bar")
+@click.pass_obj
+def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | None,
+         code_length: int, verify: bool, hide_progress: bool) -> None:
+    """Send a text message, file, or directory."""
+    if text is None and what is None:
+        raise click.UsageError("give a file or directory to send, or --text MESSAGE")
+    if text is not None and what is not None:
+        raise click.UsageError("give either --text or a file, not both")
+    if text == "-":
+        output.status("Reading text message from stdin..")
+        text = sys.stdin.read()
+    if text is None:
+        raise click.UsageError("sending files arrives with the transit layer; use --text")
+
+    async def main(reactor: Any) -> int:
+        w = api.Wormhole(opts.appid, opts.relay_url, reactor=reactor)
+        try:
+            return await _send_text(w, text, code, code_length, verify)
+        finally:
+            await _close_quietly(w)
+
+    run(main)
+
+
+async def announce_code(w: api.Wormhole, code: str | None, code_length: int,
+                        verify: bool) -> str:
+    """Set or allocate the code and tell the user what the other side must type."""
+    if code is not None:
+        w.set_code(code)
+    else:
+        w.allocate_code(code_length)
+    code = await w.get_code()
+    output.status(f"Wormhole code is: {code}")
+    output.status("On the other computer, please run:")
+    output.status()
+    output.status(f"wormhole receive{' --verify' if verify else ''} {code}")
+    output.status()
+    return code
+
+
+async def confirm_key(w: api.Wormhole, verify: bool) -> dict:
+    """Wait for the peer; with --verify ask the user to compare verifiers first."""
+    verifier = await w.get_verifier()
+    if verify:
+        ok = output.ask_yes_no(f"Verifier {verifier.hex()}. ok? (yes/no): ")
+        if not ok:
+            w.send_message(transfer.ErrorMsg(VERIFY_REJECTED).to_wire())
+            raise LocalError("verification rejected, transfer abandoned")
+    return await w.get_peer_versions()
+
+
+async def _send_text(w: api.Wormhole, text: str, code: str | None, code_length: int,
+                     verify: bool) -> int:
+    output.status(f"Sending text message ({len(text.encode('utf-8'))} bytes)")
+    await announce_code(w, code, code_length, verify)
+    await confirm_key(w, verify)
+    w.send_message(transfer.TextOffer(text).to_wire())
+    reply = transfer.parse_app_message(await w.get_message())
+    if isinstance(reply, transfer.ErrorMsg):
+        raise TransferError(f"the receiver refused: {reply.text}")
+    if not (isinstance(reply, transfer.Answer) and reply.message_ack == "ok"):
+        raise TransferError("the receiver did not acknowledge the message")
+    output.status("text message sent")
+    return 0
+
+
+async def _close_quietly(w: api.Wormhole) -> None:
+    """Close the wormhole; an error that already ended it was reported by whoever awaited."""
+    with contextlib.suppress(Exception):  # the first error is the one the user sees
+        await w.close()

@@ -1,0 +1,72 @@
+"""What we advertise in the ``version`` message, and what a peer's advertisement lets us do.
+
+Decision (the one every extension builds on): hilltop puts its extensions under its own key,
+
+    app_versions = {"hilltop": {"version": "0.1.0", "transports": [...], "features": [...]}}
+
+and treats a peer whose ``app_versions`` lacks a well-formed ``"hilltop"`` entry as a plain
+v1 peer. The official CLI (0.24) and wormhole-william both send ``{}`` and both accept a
+non-empty dict from us, so the advertisement costs nothing on the wire. Towards a v1 peer we
+use v1 rules only: file-transfer v1 messages, ``direct-tcp-v1``/``relay-v1`` hints, one
+offer per code. An extension (LAN, WebRTC, several files, ...) is used only when *both* sides
+list it; its name in ``features`` or ``transports`` is the whole negotiation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+APP_KEY = "hilltop"
+
+
+def advertisement(version: str, transports: Iterable[str], features: Iterable[str]) -> dict:
+    """The ``app_versions`` dict our ``version`` message carries."""
+    return {
+        APP_KEY: {
+            "version": version,
+            "transports": sorted(set(transports)),
+            "features": sorted(set(features)),
+        }
+    }
+
+
+@dataclass(frozen=True)
+class PeerCapabilities:
+    """What the peer told us. ``hilltop_version is None`` means a v1 (official or Go) peer."""
+
+    hilltop_version: str | None
+    transports: frozenset[str]
+    features: frozenset[str]
+
+    @property
+    def is_v1_only(self) -> bool:
+        return self.hilltop_version is None
+
+    def shared_features(self, ours: Iterable[str]) -> frozenset[str]:
+        return self.features & frozenset(ours)
+
+    def shared_transports(self, ours: Iterable[str]) -> frozenset[str]:
+        return self.transports & frozenset(ours)
+
+
+V1_PEER = PeerCapabilities(None, frozenset(), frozenset())
+
+
+def _names(value: Any) -> frozenset[str]:
+    if not isinstance(value, list):
+        return frozenset()
+    return frozenset(v for v in value if isinstance(v, str))
+
+
+def from_app_versions(app_versions: Any) -> PeerCapabilities:
+    """Read a peer's ``app_versions``; anything malformed degrades to :data:`V1_PEER`."""
+    if not isinstance(app_versions, dict):
+        return V1_PEER
+    entry = app_versions.get(APP_KEY)
+    if not isinstance(entry, dict) or not isinstance(entry.get("version"), str):
+        return V1_PEER
+    return PeerCapabilities(
+        entry["version"], _names(entry.get("transports")), _names(entry.get("features"))
+    )

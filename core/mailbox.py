@@ -1,0 +1,548 @@
+"""The rendezvous engine: everything between "a WebSocket is open" and "the peers share a key".
+
+Sans-I/O, in the manner of h11: the caller feeds it frames, connection changes and the time,
+and drains frames to send, events and the next deadline. It owns the mailbox protocol (bind,
+allocate, claim, open, add, release, close), the SPAKE2 exchange, the version exchange, phase
+encryption, dedup by (side, phase), in-order delivery of numbered phases, and reconnection.
+
+State lives in three small explicit machines, each a transition table:
+
+* ``Stage``  - how far the conversation with the peer got (code, key, confirmed, closing).
+* ``Link``   - the WebSocket as the engine sees it (connecting, up, waiting to retry, gone).
+* ``Plate``  - our claim on the nameplate (none, claiming, claimed, releasing, released).
+
+Everything else (pending adds, seen phases, buffers) is data, not control state.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum, auto
+from typing import Any
+
+from hilltop import codes, key, messages
+from hilltop.errors import (
+    CodeFormatError,
+    HilltopError,
+    LocalError,
+    ProtocolError,
+    ServerError,
+    ServerUnreachableError,
+    UnwelcomeError,
+    WrongCodeError,
+)
+
+NUMBERED_PHASE = re.compile(r"^[0-9]{1,9}$")
+RECONNECT_FIRST_DELAY = 1.0
+RECONNECT_MAX_DELAY = 60.0
+
+
+# --- events (outputs other than frames) -------------------------------------------------------
+@dataclass(frozen=True)
+class WelcomeEvent:
+    motd: str | None
+    current_cli_version: str | None
+
+
+@dataclass(frozen=True)
+class NameplatesEvent:
+    nameplates: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CodeReady:
+    code: str
+
+
+@dataclass(frozen=True)
+class KeyEstablished:
+    """The SPAKE2 exchange finished. The key is not yet confirmed (that is PeerVersions)."""
+
+    verifier: bytes
+
+
+@dataclass(frozen=True)
+class PeerVersions:
+    """The peer's ``version`` message decrypted: the key is confirmed, app messages may flow."""
+
+    app_versions: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Received:
+    data: bytes
+
+
+@dataclass(frozen=True)
+class PongEvent:
+    pong: int
+
+
+@dataclass(frozen=True)
+class ConnectNow:
+    """The shell should open a (new) WebSocket connection."""
+
+
+@dataclass(frozen=True)
+class DisconnectNow:
+    """The shell should drop the WebSocket; the engine is done with it."""
+
+
+@dataclass(frozen=True)
+class ClosedEvent:
+    mood: str
+    error: HilltopError | None
+
+
+Event = (
+    WelcomeEvent | NameplatesEvent | CodeReady | KeyEstablished | PeerVersions | Received
+    | PongEvent | ConnectNow | DisconnectNow | ClosedEvent
+)
+
+
+# --- the three machines ---------------------------------------------------------------------
+class Stage(Enum):
+    NO_CODE = auto()
+    HAVE_CODE = auto()  # our PAKE is out (or will be once the mailbox opens)
+    KEYED = auto()  # shared key computed, our version sent
+    CONFIRMED = auto()  # peer's version decrypted
+    CLOSING = auto()
+    CLOSED = auto()
+
+
+STAGE_MOVES: dict[tuple[Stage, str], Stage] = {
+    (Stage.NO_CODE, "code"): Stage.HAVE_CODE,
+    (Stage.HAVE_CODE, "key"): Stage.KEYED,
+    (Stage.KEYED, "confirm"): Stage.CONFIRMED,
+    **{(s, "close"): Stage.CLOSING for s in (Stage.NO_CODE, Stage.HAVE_CODE, Stage.KEYED,
+                                              Stage.CONFIRMED)},
+    (Stage.CLOSING, "done"): Stage.CLOSED,
+}
+
+
+class Link(Enum):
+    CONNECTING = auto()
+    UP = auto()
+    WAITING = auto()  # between a drop and the next attempt
+    GONE = auto()
+
+
+LINK_MOVES: dict[tuple[Link, str], Link] = {
+    (Link.CONNECTING, "connected"): Link.UP,
+    (Link.CONNECTING, "failed"): Link.WAITING,
+    (Link.UP, "lost"): Link.WAITING,
+    (Link.WAITING, "retry"): Link.CONNECTING,
+    **{(s, "stop"): Link.GONE for s in (Link.CONNECTING, Link.UP, Link.WAITING, Link.GONE)},
+}
+
+
+class Plate(Enum):
+    NONE = auto()
+    CLAIMING = auto()
+    CLAIMED = auto()
+    RELEASING = auto()
+    RELEASED = auto()
+
+
+PLATE_MOVES: dict[tuple[Plate, str], Plate] = {
+    (Plate.NONE, "claim"): Plate.CLAIMING,
+    (Plate.CLAIMING, "claimed"): Plate.CLAIMED,
+    (Plate.CLAIMING, "release"): Plate.RELEASING,
+    (Plate.CLAIMED, "release"): Plate.RELEASING,
+    (Plate.RELEASING, "released"): Plate.RELEASED,
+}
+
+
+def _move(table: dict[tuple[Any, str], Any], state: Any, event: str) -> Any:
+    try:
+        return table[(state, event)]
+    except KeyError:
+        raise RuntimeError(f"illegal transition: {event!r} in {state}") from None
+
+
+# --- the engine -------------------------------------------------------------------------------
+class Mailbox:
+    """One side of one wormhole, as seen by the mailbox protocol.
+
+    ``random_bytes`` supplies every random choice (message ids, nonces, SPAKE2 entropy, code
+    words) so tests are deterministic. ``app_versions`` is what our ``version`` message carries
+    (see :mod:`hilltop.capabilities`).
+    """
+
+    def __init__(
+        self,
+        appid: str,
+        side: str,
+        random_bytes: Callable[[int], bytes],
+        app_versions: dict[str, Any] | None = None,
+        client_version: tuple[str, str] = ("hilltop", "0"),
+    ) -> None:
+        self.appid = appid
+        self.side = side
+        self._random = random_bytes
+        self._app_versions = app_versions or {}
+        self._client_version = list(client_version)
+
+        self.stage = Stage.NO_CODE
+        self.link = Link.CONNECTING
+        self.plate = Plate.NONE
+        self._ever_connected = False
+        self._retry_at: float | None = None
+        self._retry_delay = RECONNECT_FIRST_DELAY
+
+        self.code: str | None = None
+        self.nameplate: str | None = None
+        self.mailbox_id: str | None = None
+        self._allocate_words: int | None = None  # set while an allocation is outstanding
+        self._want_list = False
+        self._pake: key.Pake | None = None
+        self.shared_key: bytes | None = None
+        self._peer_side: str | None = None
+        self._peer_pake: bytes | None = None
+        self._seen: set[tuple[str, str]] = set()
+        self._early: list[messages.Message] = []  # peer messages that arrived before our key
+        self._pending: dict[str, str] = {}  # phase -> hex body, until the server echoes it
+        self._outbox: list[bytes] = []  # app messages waiting for key confirmation
+        self._next_out = 0
+        self._inbound: dict[int, bytes] = {}
+        self._next_in = 0
+        self._mood = "happy"
+        self._error: HilltopError | None = None
+        self._closing_waits: set[str] = set()
+
+        self._frames: list[str] = []
+        self._events: list[Event] = []
+
+    # --- outputs -------------------------------------------------------------------------------
+    def frames_to_send(self) -> list[str]:
+        frames, self._frames = self._frames, []
+        return frames
+
+    def next_event(self) -> Event | None:
+        return self._events.pop(0) if self._events else None
+
+    def next_deadline(self) -> float | None:
+        return self._retry_at if self.link is Link.WAITING else None
+
+    # --- connection inputs -----------------------------------------------------------------
+    def connected(self, now: float) -> None:
+        """The WebSocket is open: bind, then replay every claim, open and add still owed."""
+        if self.link is Link.GONE:
+            return
+        self.link = _move(LINK_MOVES, self.link, "connected")
+        self._ever_connected = True
+        self._retry_delay = RECONNECT_FIRST_DELAY
+        self._send("bind", appid=self.appid, side=self.side, client_version=self._client_version)
+        if self.plate is Plate.RELEASING:  # the earlier release may not have reached the server
+            self._send("release", nameplate=self.nameplate)
+        if self.stage is Stage.CLOSING:
+            self._send_close_commands()
+            return
+        if self._want_list:
+            self._send("list")
+        if self._allocate_words is not None and self.nameplate is None:
+            self._send("allocate")
+        if self.plate in (Plate.CLAIMING, Plate.CLAIMED):
+            self._send("claim", nameplate=self.nameplate)
+        if self.mailbox_id is not None:
+            self._send("open", mailbox=self.mailbox_id)
+            for phase, body in self._pending.items():
+                self._send("add", phase=phase, body=body)
+
+    def connection_lost(self, now: float) -> None:
+        """The WebSocket dropped (or an attempt to open one failed)."""
+        if self.link is Link.GONE:
+            return
+        if not self._ever_connected:
+            self.link = _move(LINK_MOVES, self.link, "stop")
+            self._fail(ServerUnreachableError("cannot reach the mailbox server"), "errory",
+                       tell_server=False)
+            return
+        if self.stage is Stage.CLOSING:
+            self._finish_close()
+            return
+        event = "lost" if self.link is Link.UP else "failed"
+        self.link = _move(LINK_MOVES, self.link, event)
+        self._retry_at = now + self._retry_delay
+        self._retry_delay = min(self._retry_delay * 2, RECONNECT_MAX_DELAY)
+
+    def handle_timer(self, now: float) -> None:
+        if self.link is Link.WAITING and self._retry_at is not None and now >= self._retry_at:
+            self.link = _move(LINK_MOVES, self.link, "retry")
+            self._retry_at = None
+            self._events.append(ConnectNow())
+
+    def frame_received(self, text: str | bytes, now: float) -> None:
+        if self.stage is Stage.CLOSED:
+            return
+        try:
+            msg = messages.parse_server_frame(text)
+            self._dispatch(msg)
+        except HilltopError as err:
+            self._fail(err, _mood_for(err))
+
+    # --- application inputs ------------------------------------------------------------------
+    def list_nameplates(self) -> None:
+        self._want_list = True
+        if self.link is Link.UP:
+            self._send("list")
+
+    def allocate(self, words: int = 2) -> None:
+        if self.code is not None or self._allocate_words is not None:
+            raise LocalError("a code was already set or allocated")
+        if words < 1:
+            raise CodeFormatError("a code needs at least one word")
+        self._allocate_words = words
+        if self.link is Link.UP:
+            self._send("allocate")
+
+    def claim_nameplate(self, nameplate: str) -> None:
+        """Claim early, while the user is still typing the words (completion does this)."""
+        if not nameplate.isdigit() or not nameplate.isascii():
+            raise CodeFormatError(f"nameplate {nameplate!r} must be digits")
+        if self.plate is not Plate.NONE:
+            if nameplate != self.nameplate:
+                raise LocalError(f"nameplate {self.nameplate} was already claimed for this code")
+            return
+        self.nameplate = nameplate
+        self.plate = _move(PLATE_MOVES, self.plate, "claim")
+        if self.link is Link.UP:
+            self._send("claim", nameplate=nameplate)
+
+    def set_code(self, code: str) -> None:
+        parsed = codes.parse_code(code)
+        if self.stage is not Stage.NO_CODE:
+            raise LocalError("the code was already set")
+        self.code = str(parsed)
+        self.stage = _move(STAGE_MOVES, self.stage, "code")
+        self._events.append(CodeReady(self.code))
+        self.claim_nameplate(parsed.nameplate)
+        self._pake = key.Pake(self.code, self.appid, self._random)
+        if self.mailbox_id is not None:
+            self._add("pake", self._pake.start())
+        if self._peer_pake is not None:
+            self._finish_pake(self._peer_pake)
+
+    def send(self, data: bytes) -> None:
+        """Queue an application message; it goes out once the peer's key is confirmed."""
+        if self.stage in (Stage.CLOSING, Stage.CLOSED):
+            raise LocalError("the wormhole is closed")
+        self._outbox.append(data)
+        if self.stage is Stage.CONFIRMED:
+            self._flush_outbox()
+
+    def ping(self, n: int) -> None:
+        if self.link is Link.UP:
+            self._send("ping", ping=n)
+
+    def close(self, mood: str | None = None) -> None:
+        if self.stage in (Stage.CLOSING, Stage.CLOSED):
+            return
+        if mood is None:
+            mood = "happy" if self.stage is Stage.CONFIRMED else "lonely"
+        self._mood = mood
+        self.stage = _move(STAGE_MOVES, self.stage, "close")
+        if self.link is not Link.UP:
+            self._finish_close()
+            return
+        self._send_close_commands()
+
+    # --- internals ---------------------------------------------------------------------------
+    def _send(self, kind: str, **fields: Any) -> None:
+        self._frames.append(messages.client_frame(kind, self._random(2).hex(), **fields))
+
+    def _add(self, phase: str, body: bytes) -> None:
+        self._pending[phase] = body.hex()
+        if self.link is Link.UP:
+            self._send("add", phase=phase, body=body.hex())
+
+    def _dispatch(self, msg: messages.ServerMessage) -> None:
+        match msg:
+            case messages.Welcome(error=str(text)):
+                raise UnwelcomeError(f"the mailbox server refused us: {text}")
+            case messages.Welcome():
+                self._events.append(WelcomeEvent(msg.motd, msg.current_cli_version))
+            case messages.NameplateList(nameplates):
+                self._events.append(NameplatesEvent(nameplates))
+            case messages.Allocated(nameplate):
+                self._on_allocated(nameplate)
+            case messages.Claimed(mailbox):
+                self._on_claimed(mailbox)
+            case messages.Released():
+                if self.plate is Plate.RELEASING:
+                    self.plate = _move(PLATE_MOVES, self.plate, "released")
+                self._closing_step("released")
+            case messages.Closed():
+                self._closing_step("closed")
+            case messages.Message():
+                self._on_message(msg)
+            case messages.Pong(n):
+                self._events.append(PongEvent(n))
+            case messages.ServerErrorMsg(error=text):
+                raise ServerError(_describe_server_error(text))
+            case _:
+                pass  # acks and unknown types carry nothing we need
+
+    def _on_allocated(self, nameplate: str) -> None:
+        if self._allocate_words is None or self.code is not None:
+            return
+        words = codes.words_from_bytes(self._random(self._allocate_words))
+        self._allocate_words = None
+        self.set_code("-".join([nameplate, *words]))
+
+    def _on_claimed(self, mailbox: str) -> None:
+        if self.plate is Plate.CLAIMING:
+            self.plate = _move(PLATE_MOVES, self.plate, "claimed")
+        if self.mailbox_id is not None:
+            return  # a re-claim after reconnecting: the mailbox is already open again
+        self.mailbox_id = mailbox
+        self._send("open", mailbox=mailbox)
+        if self._pake is not None and "pake" not in self._pending:
+            self._add("pake", self._pake.start())
+
+    def _on_message(self, msg: messages.Message) -> None:
+        if msg.side == self.side:
+            self._pending.pop(msg.phase, None)  # our own echo: the server has it now
+            return
+        if self._peer_side is None:
+            self._peer_side = msg.side
+        elif msg.side != self._peer_side:
+            return  # a third party in our mailbox; the server will call it crowded
+        if (msg.side, msg.phase) in self._seen:
+            return
+        self._seen.add((msg.side, msg.phase))
+        if self.plate in (Plate.CLAIMING, Plate.CLAIMED):
+            # The peer is in: free the nameplate for others. connected() resends it if we
+            # are between connections.
+            self.plate = _move(PLATE_MOVES, self.plate, "release")
+            if self.link is Link.UP:
+                self._send("release", nameplate=self.nameplate)
+        if msg.phase == "pake":
+            if self._pake is None:
+                self._peer_pake = msg.body
+            else:
+                self._finish_pake(msg.body)
+        elif msg.phase == "version" or NUMBERED_PHASE.match(msg.phase):
+            if self.shared_key is None:
+                self._early.append(msg)
+            else:
+                self._on_encrypted(msg)
+        # other phases (dilate-N, future extensions) are ignored on purpose
+
+    def _finish_pake(self, body: bytes) -> None:
+        assert self._pake is not None
+        self._peer_pake = None
+        shared = self._pake.finish(body)
+        self.shared_key = shared
+        self.stage = _move(STAGE_MOVES, self.stage, "key")
+        self._events.append(KeyEstablished(key.verifier(shared)))
+        plaintext = json.dumps({"app_versions": self._app_versions}).encode()
+        self._add("version", self._seal("version", plaintext))
+        early, self._early = self._early, []
+        for msg in early:
+            self._on_encrypted(msg)
+
+    def _seal(self, phase: str, plaintext: bytes) -> bytes:
+        assert self.shared_key is not None
+        phase_key = key.derive_phase_key(self.shared_key, self.side, phase)
+        return key.seal(phase_key, plaintext, self._random(24))
+
+    def _on_encrypted(self, msg: messages.Message) -> None:
+        if self.stage in (Stage.CLOSING, Stage.CLOSED):
+            return
+        assert self.shared_key is not None
+        phase_key = key.derive_phase_key(self.shared_key, msg.side, msg.phase)
+        plaintext = key.open_sealed(phase_key, msg.body)  # WrongCodeError on failure
+        if msg.phase == "version":
+            self._on_peer_version(plaintext)
+        else:
+            self._inbound[int(msg.phase)] = plaintext
+            self._deliver()
+
+    def _on_peer_version(self, plaintext: bytes) -> None:
+        try:
+            versions = json.loads(plaintext.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            raise ProtocolError("the peer's version message is not JSON") from None
+        app_versions = versions.get("app_versions") if isinstance(versions, dict) else None
+        self.stage = _move(STAGE_MOVES, self.stage, "confirm")
+        self._events.append(PeerVersions(app_versions if isinstance(app_versions, dict) else {}))
+        self._flush_outbox()
+        self._deliver()
+
+    def _flush_outbox(self) -> None:
+        outbox, self._outbox = self._outbox, []
+        for data in outbox:
+            phase = str(self._next_out)
+            self._next_out += 1
+            self._add(phase, self._seal(phase, data))
+
+    def _deliver(self) -> None:
+        if self.stage is not Stage.CONFIRMED:
+            return
+        while self._next_in in self._inbound:
+            self._events.append(Received(self._inbound.pop(self._next_in)))
+            self._next_in += 1
+
+    def _fail(self, err: HilltopError, mood: str, tell_server: bool = True) -> None:
+        if self._error is None:
+            self._error = err
+        if self.stage in (Stage.CLOSING, Stage.CLOSED):
+            self._finish_close()
+            return
+        self._mood = mood
+        self.stage = _move(STAGE_MOVES, self.stage, "close")
+        if tell_server and self.link is Link.UP:
+            self._send_close_commands()
+        else:
+            self._finish_close()
+
+    def _send_close_commands(self) -> None:
+        self._closing_waits = set()
+        if self.plate in (Plate.CLAIMING, Plate.CLAIMED):
+            self.plate = _move(PLATE_MOVES, self.plate, "release")
+            self._send("release", nameplate=self.nameplate)
+        if self.plate is Plate.RELEASING:  # sent now, or earlier on this same connection
+            self._closing_waits.add("released")
+        if self.mailbox_id is not None:
+            self._send("close", mailbox=self.mailbox_id, mood=self._mood)
+            self._closing_waits.add("closed")
+        if not self._closing_waits:
+            self._finish_close()
+
+    def _closing_step(self, reply: str) -> None:
+        if self.stage is not Stage.CLOSING:
+            return
+        self._closing_waits.discard(reply)
+        if not self._closing_waits:
+            self._finish_close()
+
+    def _finish_close(self) -> None:
+        if self.stage is Stage.CLOSED:
+            return
+        if self.stage is not Stage.CLOSING:
+            self.stage = _move(STAGE_MOVES, self.stage, "close")
+        self.stage = _move(STAGE_MOVES, self.stage, "done")
+        self.link = _move(LINK_MOVES, self.link, "stop")
+        self._retry_at = None
+        self._events.append(DisconnectNow())
+        self._events.append(ClosedEvent(self._mood, self._error))
+
+
+def _mood_for(err: HilltopError) -> str:
+    if isinstance(err, WrongCodeError):
+        return "scary"
+    if isinstance(err, UnwelcomeError):
+        return "unwelcome"
+    return "errory"
+
+
+def _describe_server_error(text: str) -> str:
+    if text == "crowded":
+        return "mailbox server error: this code is already in use by two other people (crowded)"
+    if text == "reclaimed":
+        return "mailbox server error: this nameplate was already released (reclaimed)"
+    return f"mailbox server error: {text}"

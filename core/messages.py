@@ -1,0 +1,156 @@
+"""Mailbox (rendezvous) wire messages: parse what the server sends, build what we send.
+
+Each server message becomes a frozen dataclass so the engine matches on types, never on
+string keys scattered through its methods. Unknown types and unknown keys are tolerated (the
+protocol lets servers add both); anything that is not a JSON object is a :class:`ProtocolError`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from hilltop.errors import ProtocolError
+
+MAX_FRAME_CHARS = 8 * 1024 * 1024
+"""Largest frame we accept. A text offer is the only big message; 8 MiB of hex is plenty."""
+
+
+@dataclass(frozen=True)
+class Welcome:
+    motd: str | None = None
+    current_cli_version: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Ack:
+    id: str | None
+
+
+@dataclass(frozen=True)
+class NameplateList:
+    nameplates: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Allocated:
+    nameplate: str
+
+
+@dataclass(frozen=True)
+class Claimed:
+    mailbox: str
+
+
+@dataclass(frozen=True)
+class Released:
+    pass
+
+
+@dataclass(frozen=True)
+class Message:
+    side: str
+    phase: str
+    body: bytes
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class Closed:
+    pass
+
+
+@dataclass(frozen=True)
+class Pong:
+    pong: int
+
+
+@dataclass(frozen=True)
+class ServerErrorMsg:
+    error: str
+    orig: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Unknown:
+    type: str
+
+
+ServerMessage = (
+    Welcome | Ack | NameplateList | Allocated | Claimed | Released | Message | Closed | Pong
+    | ServerErrorMsg | Unknown
+)
+
+
+def _str(obj: dict[str, Any], key: str) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str):
+        raise ProtocolError(f"mailbox server sent a {obj.get('type')!r} message without {key!r}")
+    return value
+
+
+def parse_server_frame(text: str | bytes) -> ServerMessage:
+    """Decode one WebSocket frame from the server into a typed message."""
+    if len(text) > MAX_FRAME_CHARS:
+        raise ProtocolError(f"mailbox server sent an oversized message ({len(text)} bytes)")
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ProtocolError("mailbox server sent a message that is not UTF-8") from None
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        raise ProtocolError("mailbox server sent a message that is not JSON") from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+        raise ProtocolError("mailbox server sent a message without a type")
+    kind = obj["type"]
+    if kind == "welcome":
+        welcome = obj.get("welcome")
+        welcome = welcome if isinstance(welcome, dict) else {}
+
+        def opt(key: str) -> str | None:
+            value = welcome.get(key)
+            return value if isinstance(value, str) else None
+
+        return Welcome(opt("motd"), opt("current_cli_version"), opt("error"))
+    if kind == "ack":
+        return Ack(obj.get("id") if isinstance(obj.get("id"), str) else None)
+    if kind == "nameplates":
+        entries = obj.get("nameplates")
+        if not isinstance(entries, list):
+            raise ProtocolError("mailbox server sent a malformed nameplate list")
+        ids = [e.get("id") for e in entries if isinstance(e, dict)]
+        return NameplateList(tuple(i for i in ids if isinstance(i, str)))
+    if kind == "allocated":
+        return Allocated(_str(obj, "nameplate"))
+    if kind == "claimed":
+        return Claimed(_str(obj, "mailbox"))
+    if kind == "released":
+        return Released()
+    if kind == "message":
+        try:
+            body = bytes.fromhex(_str(obj, "body"))
+        except ValueError:
+            raise ProtocolError("mailbox server relayed a message body that is not hex") from None
+        msg_id = obj.get("id")
+        return Message(
+            _str(obj, "side"), _str(obj, "phase"), body, msg_id if isinstance(msg_id, str) else None
+        )
+    if kind == "closed":
+        return Closed()
+    if kind == "pong":
+        pong = obj.get("pong")
+        return Pong(pong if isinstance(pong, int) else -1)
+    if kind == "error":
+        orig = obj.get("orig")
+        text = str(obj.get("error", "unknown error"))
+        return ServerErrorMsg(text, orig if isinstance(orig, dict) else {})
+    return Unknown(kind)
+
+
+def client_frame(kind: str, msg_id: str, **fields: Any) -> str:
+    """Serialise one client command. ``msg_id`` is the random 4-hex-char ``id`` the server acks."""
+    return json.dumps({"type": kind, "id": msg_id, **fields})

@@ -1,0 +1,184 @@
+"""The WebSocket shell around :class:`hilltop.mailbox.Mailbox` (autobahn on Twisted).
+
+Like aioquic's asyncio protocol: every input is fed to the engine, then one ``_pump`` drains
+its frames, acts on its connect/disconnect requests, passes the other events on, and re-arms
+the single reconnect timer from ``next_deadline()``. No protocol decision is made here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlparse
+
+from autobahn.twisted.websocket import WebSocketClientFactory, WebSocketClientProtocol
+from hilltop import mailbox, messages
+from hilltop.errors import LocalError
+from twisted.internet import endpoints, ssl
+from twisted.internet.interfaces import IStreamClientEndpoint
+
+log = logging.getLogger(__name__)
+
+EndpointFactory = Callable[[Any, str, int, bool], IStreamClientEndpoint]
+
+
+def default_endpoint(reactor: Any, host: str, port: int, tls: bool) -> IStreamClientEndpoint:
+    endpoint = endpoints.HostnameEndpoint(reactor, host, port, timeout=30)
+    if tls:
+        return endpoints.wrapClientTLS(ssl.optionsForClientTLS(host), endpoint)
+    return endpoint
+
+
+def parse_relay_url(url: str) -> tuple[str, int, bool]:
+    """``ws://host:port/v1`` -> (host, port, tls). A clear error for anything else."""
+    parsed = urlparse(url)
+    if parsed.scheme not in ("ws", "wss") or not parsed.hostname:
+        raise LocalError(f"the relay URL must look like ws://HOST:PORT/v1, not {url!r}")
+    try:
+        port = parsed.port or (443 if parsed.scheme == "wss" else 80)
+    except ValueError:
+        raise LocalError(f"the relay URL has a bad port: {url!r}") from None
+    return parsed.hostname, port, parsed.scheme == "wss"
+
+
+class _MailboxProtocol(WebSocketClientProtocol):
+    client: RendezvousClient
+
+    def onOpen(self) -> None:
+        self.client._opened(self)
+
+    def onMessage(self, payload: bytes, isBinary: bool) -> None:
+        self.client._frame(payload)
+
+    def onClose(self, wasClean: bool, code: int | None, reason: str | None) -> None:
+        self.client._lost(self)
+
+
+class RendezvousClient:
+    """Connects ``engine`` to the mailbox server at ``url`` and keeps it connected."""
+
+    def __init__(
+        self,
+        reactor: Any,
+        url: str,
+        engine: mailbox.Mailbox,
+        on_event: Callable[[mailbox.Event], None],
+        endpoint_factory: EndpointFactory = default_endpoint,
+    ) -> None:
+        self._reactor = reactor
+        self._url = url
+        self._host, self._port, self._tls = parse_relay_url(url)
+        self._engine = engine
+        self._on_event = on_event
+        self._endpoint_factory = endpoint_factory
+        self._protocol: _MailboxProtocol | None = None
+        self._connecting: Any = None
+        self._timer: Any = None
+        self._pumping = False
+
+    def start(self) -> None:
+        self._connect()
+
+    def poke(self) -> None:
+        """Call after feeding the engine an application input."""
+        self._pump()
+
+    # --- I/O callbacks ---------------------------------------------------------------------
+    def _connect(self) -> None:
+        factory = WebSocketClientFactory(self._url)
+        # Let oversized frames reach the engine, which rejects them with a clear error;
+        # far larger ones are cut off by autobahn itself.
+        factory.setProtocolOptions(
+            maxMessagePayloadSize=2 * messages.MAX_FRAME_CHARS,
+            maxFramePayloadSize=2 * messages.MAX_FRAME_CHARS,
+            autoPingInterval=30,
+            autoPingTimeout=60,
+        )
+        client = self
+
+        class Bound(_MailboxProtocol):
+            pass
+
+        Bound.client = client
+        factory.protocol = Bound
+        endpoint = self._endpoint_factory(self._reactor, self._host, self._port, self._tls)
+        d = endpoint.connect(factory)
+        self._connecting = d
+
+        def failed(f: Any) -> None:
+            self._connecting = None
+            log.debug("mailbox connection failed: %s", f.getErrorMessage())
+            self._engine.connection_lost(self._reactor.seconds())
+            self._pump()
+
+        def done(_: Any) -> None:
+            self._connecting = None
+
+        d.addCallbacks(done, failed)
+
+    def _opened(self, protocol: _MailboxProtocol) -> None:
+        self._protocol = protocol
+        self._engine.connected(self._reactor.seconds())
+        self._pump()
+
+    def _frame(self, payload: bytes) -> None:
+        self._engine.frame_received(payload, self._reactor.seconds())
+        self._pump()
+
+    def _lost(self, protocol: _MailboxProtocol) -> None:
+        if protocol is not self._protocol:
+            if self._protocol is None and self._connecting is None:
+                # the WebSocket handshake itself failed after TCP connected
+                self._engine.connection_lost(self._reactor.seconds())
+                self._pump()
+            return
+        self._protocol = None
+        self._engine.connection_lost(self._reactor.seconds())
+        self._pump()
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._engine.handle_timer(self._reactor.seconds())
+        self._pump()
+
+    # --- the pump --------------------------------------------------------------------------
+    def _pump(self) -> None:
+        if self._pumping:
+            return  # the outer pump loop will drain whatever this call added
+        self._pumping = True
+        try:
+            while True:
+                frames = self._engine.frames_to_send()
+                if self._protocol is not None:
+                    for frame in frames:
+                        self._protocol.sendMessage(frame.encode("utf-8"), isBinary=False)
+                event = self._engine.next_event()
+                if event is None:
+                    break
+                if isinstance(event, mailbox.ConnectNow):
+                    self._connect()
+                elif isinstance(event, mailbox.DisconnectNow):
+                    self._disconnect()
+                else:
+                    self._on_event(event)
+            self._arm_timer()
+        finally:
+            self._pumping = False
+
+    def _disconnect(self) -> None:
+        protocol, self._protocol = self._protocol, None
+        if protocol is not None:
+            protocol.sendClose()  # autobahn drops TCP itself if the close handshake stalls
+        if self._connecting is not None:
+            self._connecting.cancel()
+            self._connecting = None
+
+    def _arm_timer(self) -> None:
+        deadline = self._engine.next_deadline()
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        self._timer = None
+        if deadline is not None:
+            delay = max(0.0, deadline - self._reactor.seconds())
+            self._timer = self._reactor.callLater(delay, self._on_timer)

@@ -1,0 +1,371 @@
+"""The rendezvous engine, driven through an in-memory mailbox server.
+
+The fake server follows the real one's observable rules (echo to the sender, replay on open,
+one claim/release/close per connection) so the engine is tested as plain input -> output.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+
+import pytest
+from hilltop import mailbox as mb
+from hilltop.errors import (
+    ProtocolError,
+    ServerError,
+    ServerUnreachableError,
+    UnwelcomeError,
+    WrongCodeError,
+)
+
+APPID = "lothar.com/wormhole/text-or-file-xfer"
+
+
+@dataclass
+class Channel:
+    messages: list[dict] = field(default_factory=list)
+    listeners: list[Conn] = field(default_factory=list)
+
+
+class FakeServer:
+    def __init__(self, welcome: dict | None = None) -> None:
+        self.welcome = welcome or {"motd": "hello"}
+        self.nameplates: dict[str, tuple[str, set[str]]] = {}
+        self.mailboxes: dict[str, Channel] = {}
+        self.log: list[tuple[str, dict]] = []
+        self._next = 0
+
+    def connect(self, engine: mb.Mailbox, now: float = 0.0) -> Conn:
+        conn = Conn(self, engine)
+        engine.connected(now)
+        conn.deliver({"type": "welcome", "welcome": self.welcome})
+        return conn
+
+
+class Conn:
+    def __init__(self, server: FakeServer, engine: mb.Mailbox) -> None:
+        self.server = server
+        self.engine = engine
+        self.side: str | None = None
+        self.channel: Channel | None = None
+        self.alive = True
+        self.inbox: list[dict] = []
+
+    def deliver(self, msg: dict) -> None:
+        if self.alive:
+            self.inbox.append(msg)
+
+    def drop(self, now: float = 0.0) -> None:
+        self.alive = False
+        if self.channel and self in self.channel.listeners:
+            self.channel.listeners.remove(self)
+        self.engine.connection_lost(now)
+
+    def handle(self, frame: str) -> None:
+        if not self.alive:
+            return
+        msg = json.loads(frame)
+        self.server.log.append((self.engine.side, msg))
+        self.deliver({"type": "ack", "id": msg["id"]})
+        kind = msg["type"]
+        srv = self.server
+        if kind == "bind":
+            self.side = msg["side"]
+        elif kind == "list":
+            ids = [{"id": n} for n in sorted(srv.nameplates)]
+            self.deliver({"type": "nameplates", "nameplates": ids})
+        elif kind == "allocate":
+            name = str(len(srv.nameplates) + 4)
+            self.deliver({"type": "allocated", "nameplate": name})
+        elif kind == "claim":
+            name = msg["nameplate"]
+            mailbox_id, sides = srv.nameplates.setdefault(name, (f"mbx{name}", set()))
+            sides.add(self.side)
+            if len(sides) > 2:
+                self.deliver({"type": "error", "error": "crowded", "orig": msg})
+                return
+            self.deliver({"type": "claimed", "mailbox": mailbox_id})
+        elif kind == "release":
+            self.deliver({"type": "released"})
+        elif kind == "open":
+            self.channel = srv.mailboxes.setdefault(msg["mailbox"], Channel())
+            self.channel.listeners.append(self)
+            for stored in self.channel.messages:
+                self.deliver(stored)
+        elif kind == "add":
+            assert self.channel is not None, "add before open"
+            out = {"type": "message", "side": self.side, "phase": msg["phase"],
+                   "body": msg["body"], "id": msg["id"]}
+            self.channel.messages.append(out)
+            for listener in self.channel.listeners:
+                listener.deliver(out)
+        elif kind == "close":
+            if self.channel and self in self.channel.listeners:
+                self.channel.listeners.remove(self)
+            self.deliver({"type": "closed"})
+        elif kind == "ping":
+            self.deliver({"type": "pong", "pong": msg["ping"]})
+
+
+def pump(*conns: Conn, now: float = 0.0) -> None:
+    """Move frames both ways until nothing is left in flight."""
+    busy = True
+    while busy:
+        busy = False
+        for conn in conns:
+            for frame in conn.engine.frames_to_send():
+                busy = True
+                conn.handle(frame)
+            while conn.inbox:
+                busy = True
+                conn.engine.frame_received(json.dumps(conn.inbox.pop(0)), now)
+
+
+def events(engine: mb.Mailbox) -> list[mb.Event]:
+    out = []
+    while (ev := engine.next_event()) is not None:
+        out.append(ev)
+    return out
+
+
+def of(kind: type, evs: list) -> list:
+    return [e for e in evs if isinstance(e, kind)]
+
+
+def engine(seed: int, versions: dict | None = None) -> mb.Mailbox:
+    rng = random.Random(seed)
+    return mb.Mailbox(APPID, rng.randbytes(5).hex(), rng.randbytes, versions or {})
+
+
+def test_allocate_then_set_code_gives_both_sides_the_same_key_and_messages() -> None:
+    server = FakeServer()
+    a, b = engine(1, {"x": 1}), engine(2)
+    ca = server.connect(a)
+    a.allocate(2)
+    pump(ca)
+    code = of(mb.CodeReady, events(a))[0].code
+    assert code.startswith("4-") and code.count("-") == 2
+    a.send(b"first")
+    a.send(b"second")
+    cb = server.connect(b)
+    b.set_code(code)
+    b.send(b"reply")
+    pump(ca, cb)
+    ea, eb = events(a), events(b)
+    assert of(mb.KeyEstablished, ea)[0].verifier == of(mb.KeyEstablished, eb)[0].verifier
+    assert of(mb.PeerVersions, eb)[0].app_versions == {"x": 1}
+    assert of(mb.PeerVersions, ea)[0].app_versions == {}
+    assert [e.data for e in of(mb.Received, eb)] == [b"first", b"second"]
+    assert [e.data for e in of(mb.Received, ea)] == [b"reply"]
+    assert a.stage is mb.Stage.CONFIRMED and b.stage is mb.Stage.CONFIRMED
+    a.close()
+    b.close()
+    pump(ca, cb)
+    ea, eb = events(a), events(b)
+    assert of(mb.ClosedEvent, ea) == [mb.ClosedEvent("happy", None)]
+    assert of(mb.ClosedEvent, eb) == [mb.ClosedEvent("happy", None)]
+    assert of(mb.DisconnectNow, ea)
+
+
+def test_wire_order_is_bind_claim_open_pake_then_version_then_numbered() -> None:
+    server = FakeServer()
+    a, b = engine(3), engine(4)
+    ca, cb = server.connect(a), server.connect(b)
+    a.set_code("7-guitarist-revenge")
+    a.send(b"early")
+    b.set_code("7-guitarist-revenge")
+    pump(ca, cb)
+    sent = [(m["type"], m.get("phase")) for side, m in server.log if side == a.side]
+    assert sent[:4] == [("bind", None), ("claim", None), ("open", None), ("add", "pake")]
+    adds = [phase for kind, phase in sent if kind == "add"]
+    assert adds == ["pake", "version", "0"]
+    assert ("release", None) in sent
+
+
+def test_wrong_code_closes_both_sides_scared() -> None:
+    server = FakeServer()
+    a, b = engine(5), engine(6)
+    ca, cb = server.connect(a), server.connect(b)
+    a.set_code("7-guitarist-revenge")
+    b.set_code("7-guitarist-revengf")
+    pump(ca, cb)
+    for side in (a, b):
+        closed = of(mb.ClosedEvent, events(side))
+        assert len(closed) == 1
+        assert closed[0].mood == "scary"
+        assert isinstance(closed[0].error, WrongCodeError)
+        assert "wrong code" in str(closed[0].error)
+
+
+def test_duplicate_and_replayed_messages_are_delivered_once_in_order() -> None:
+    server = FakeServer()
+    a, b = engine(7), engine(8)
+    ca, cb = server.connect(a), server.connect(b)
+    a.set_code("5-a-b")
+    b.set_code("5-a-b")
+    pump(ca, cb)
+    events(a), events(b)
+    for n in range(3):
+        a.send(f"m{n}".encode())
+    # hold b's inbox, then deliver it shuffled and doubled
+    for frame in a.frames_to_send():
+        ca.handle(frame)
+    held = [m for m in cb.inbox if m.get("type") == "message"]
+    cb.inbox = [m for m in cb.inbox if m.get("type") != "message"]
+    cb.inbox.extend(reversed(held + held))
+    pump(ca, cb)
+    assert [e.data for e in of(mb.Received, events(b))] == [b"m0", b"m1", b"m2"]
+
+
+def test_reconnect_resends_unechoed_adds_and_loses_nothing() -> None:
+    server = FakeServer()
+    a, b = engine(9), engine(10)
+    ca = server.connect(a, now=0.0)
+    a.set_code("8-x-y")
+    # a's pake goes out but the connection drops before anything comes back
+    frames = a.frames_to_send()
+    for frame in frames:
+        ca.handle(frame)
+    ca.inbox.clear()
+    ca.drop(now=10.0)
+    assert a.link is mb.Link.WAITING
+    assert a.next_deadline() == pytest.approx(11.0)
+    a.handle_timer(10.5)
+    assert a.next_event() is None  # not yet
+    a.handle_timer(11.0)
+    assert isinstance(a.next_event(), mb.ConnectNow)
+    ca2 = server.connect(a, now=11.0)
+    a.send(b"after-reconnect")
+    cb = server.connect(b)
+    b.set_code("8-x-y")
+    pump(ca2, cb)
+    eb = events(b)
+    assert [e.data for e in of(mb.Received, eb)] == [b"after-reconnect"]
+    ea = events(a)
+    assert len(of(mb.KeyEstablished, ea)) == 1
+    assert a.stage is mb.Stage.CONFIRMED
+    # the second connection re-bound with the same side and claimed again
+    binds = [m for side, m in server.log if side == a.side and m["type"] == "bind"]
+    assert len(binds) == 2 and binds[0]["side"] == binds[1]["side"]
+
+
+def test_reconnect_backoff_doubles_up_to_a_cap() -> None:
+    a = engine(11)
+    a.connected(0.0)
+    now = 0.0
+    delays = []
+    for _ in range(9):
+        a.connection_lost(now)
+        deadline = a.next_deadline()
+        delays.append(deadline - now)
+        a.handle_timer(deadline)
+        assert isinstance(a.next_event(), mb.ConnectNow)
+        now = deadline
+    assert delays[:4] == [1.0, 2.0, 4.0, 8.0]
+    assert max(delays) == mb.RECONNECT_MAX_DELAY
+
+
+def test_first_connection_failure_is_fatal_and_clear() -> None:
+    a = engine(12)
+    a.connection_lost(0.0)
+    evs = events(a)
+    closed = of(mb.ClosedEvent, evs)
+    assert isinstance(closed[0].error, ServerUnreachableError)
+    assert a.next_deadline() is None
+
+
+def test_welcome_error_is_unwelcome() -> None:
+    server = FakeServer(welcome={"error": "go away"})
+    a = engine(13)
+    ca = server.connect(a)
+    pump(ca)
+    closed = of(mb.ClosedEvent, events(a))[0]
+    assert closed.mood == "unwelcome"
+    assert isinstance(closed.error, UnwelcomeError)
+    assert "go away" in str(closed.error)
+
+
+def test_motd_is_reported() -> None:
+    server = FakeServer(welcome={"motd": "be nice", "current_cli_version": "0.24.0"})
+    a = engine(14)
+    ca = server.connect(a)
+    pump(ca)
+    assert of(mb.WelcomeEvent, events(a)) == [mb.WelcomeEvent("be nice", "0.24.0")]
+
+
+def test_crowded_nameplate_is_a_clear_server_error() -> None:
+    server = FakeServer()
+    engines = [engine(20 + i) for i in range(3)]
+    conns = [server.connect(e) for e in engines]
+    for e in engines:
+        e.set_code("3-p-q")
+    pump(*conns)
+    closed = of(mb.ClosedEvent, events(engines[2]))[0]
+    assert isinstance(closed.error, ServerError)
+    assert "crowded" in str(closed.error)
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [b"\xff\xfe not utf-8", "not json", "[1, 2]", '{"no": "type"}',
+     '{"type": "message", "side": "x", "phase": "0", "body": "zz"}'],
+)
+def test_garbage_from_the_server_fails_with_a_protocol_error(frame: str | bytes) -> None:
+    a = engine(30)
+    a.connected(0.0)
+    a.frame_received(frame, 0.0)
+    closed = of(mb.ClosedEvent, events(a))[0]
+    assert isinstance(closed.error, ProtocolError)
+    assert closed.mood == "errory"
+
+
+def test_oversized_frame_is_rejected() -> None:
+    a = engine(31)
+    a.connected(0.0)
+    a.frame_received("x" * (mb.messages.MAX_FRAME_CHARS + 1), 0.0)
+    closed = of(mb.ClosedEvent, events(a))[0]
+    assert "oversized" in str(closed.error)
+
+
+def test_peer_messages_before_our_code_are_kept_until_we_have_it() -> None:
+    server = FakeServer()
+    a, b = engine(40), engine(41)
+    ca, cb = server.connect(a), server.connect(b)
+    a.set_code("6-slow-typist")
+    a.send(b"hi")
+    pump(ca)
+    b.claim_nameplate("6")  # completion claims as soon as "6-" is typed
+    pump(ca, cb)
+    assert not of(mb.KeyEstablished, events(b))
+    b.set_code("6-slow-typist")
+    pump(ca, cb)
+    assert [e.data for e in of(mb.Received, events(b))] == [b"hi"]
+
+
+def test_close_before_any_peer_is_lonely_and_releases_the_nameplate() -> None:
+    server = FakeServer()
+    a = engine(50)
+    ca = server.connect(a)
+    a.set_code("9-alone-here")
+    pump(ca)
+    a.close()
+    pump(ca)
+    assert of(mb.ClosedEvent, events(a)) == [mb.ClosedEvent("lonely", None)]
+    kinds = [m["type"] for side, m in server.log if side == a.side]
+    assert "release" in kinds and "close" in kinds
+
+
+def test_illegal_transition_is_a_failed_lookup() -> None:
+    with pytest.raises(RuntimeError, match="illegal transition"):
+        mb._move(mb.STAGE_MOVES, mb.Stage.CLOSED, "key")
+
+
+def test_ping_pong() -> None:
+    server = FakeServer()
+    a = engine(60)
+    ca = server.connect(a)
+    a.ping(7)
+    pump(ca)
+    assert of(mb.PongEvent, events(a)) == [mb.PongEvent(7)]
