@@ -1,0 +1,243 @@
+"""Transit handshake: the lines each side writes on a new connection, and a per-connection engine.
+
+Every transit connection, whatever transport carried it, starts the same way (protocol summary
+§5.3): an optional relay line answered by ``ok\\n``, then both sides write their role line at once
+(never waiting for the peer first: wormhole-william's receiver reads before it writes, so a sender
+that waited would deadlock), each checks the peer's line byte for byte, and finally the sender says
+``go\\n`` on the one connection it picked and ``nevermind\\n`` on the rest.
+
+:class:`Handshake` is a sans-I/O engine in the h11 style: feed it bytes with
+:meth:`Handshake.receive_data`, pull bytes with :meth:`Handshake.data_to_send` and events with
+:meth:`Handshake.next_event`. It never knows which connection won; the race decides and calls
+:meth:`Handshake.send_go` or :meth:`Handshake.send_nevermind` on the sender side.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass
+from typing import Literal
+
+Role = Literal["sender", "receiver"]
+
+GO = b"go\n"
+NEVERMIND = b"nevermind\n"
+RELAY_OK = b"ok\n"
+# After the sender's Ready and before go, a well-behaved receiver sends nothing. We still keep
+# what arrives (it belongs to the record layer) but refuse to hoard more than this.
+_MAX_EARLY_BYTES = 1 << 20
+
+
+def _hkdf(key: bytes, length: int, info: bytes) -> bytes:
+    # Temporary private RFC 5869 HKDF-SHA256 (no salt) until hilltop.key lands.
+    prk = hmac.new(b"\0" * 32, key, hashlib.sha256).digest()
+    out, block, counter = b"", b"", 1
+    while len(out) < length:
+        block = hmac.new(prk, block + info + bytes([counter]), hashlib.sha256).digest()
+        out += block
+        counter += 1
+    return out[:length]
+
+
+def transit_purpose_key(transit_key: bytes, purpose: bytes) -> bytes:
+    """32 bytes derived from the transit key for one purpose (handshake tokens, record keys)."""
+    return _hkdf(transit_key, 32, purpose)
+
+
+def _hex_purpose(transit_key: bytes, purpose: bytes) -> str:
+    return transit_purpose_key(transit_key, purpose).hex()
+
+
+def sender_handshake(transit_key: bytes) -> bytes:
+    """The line the file sender writes on every transit connection."""
+    return f"transit sender {_hex_purpose(transit_key, b'transit_sender')} ready\n\n".encode()
+
+
+def receiver_handshake(transit_key: bytes) -> bytes:
+    """The line the file receiver writes on every transit connection."""
+    return f"transit receiver {_hex_purpose(transit_key, b'transit_receiver')} ready\n\n".encode()
+
+
+def relay_handshake(transit_key: bytes, side16: str) -> bytes:
+    """The line that asks a transit relay to pair us with the peer holding the same token.
+
+    ``side16`` is 16 lowercase hex chars chosen once per transit session (not the mailbox side);
+    the relay only pairs connections whose sides differ.
+    """
+    if len(side16) != 16 or any(c not in "0123456789abcdef" for c in side16):
+        raise ValueError(f"relay side must be 16 lowercase hex chars, got {side16!r}")
+    token = _hex_purpose(transit_key, b"transit_relay_token")
+    return f"please relay {token} for side {side16}\n".encode()
+
+
+@dataclass(frozen=True)
+class Ready:
+    """Sender only: the peer's line checked out; the race may now call send_go/send_nevermind."""
+
+
+@dataclass(frozen=True)
+class Go:
+    """Receiver only: the sender chose this connection; ``Handshake.leftover`` holds records."""
+
+
+@dataclass(frozen=True)
+class Nevermind:
+    """Receiver only: the sender picked another connection; close this one."""
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The handshake cannot succeed; ``reason`` says why, for logs and error messages."""
+
+    reason: str
+
+
+HandshakeEvent = Ready | Go | Nevermind | Failed
+
+
+def _preview(data: bytes) -> str:
+    text = bytes(data[:40])
+    return repr(text) + ("..." if len(data) > 40 else "")
+
+
+class Handshake:
+    """The handshake of one transit connection, from first byte to go/nevermind.
+
+    States: ``relay`` (waiting for ``ok\\n``) -> ``peer`` (waiting for the peer's line) ->
+    sender: ``ready`` (waiting for the race) -> ``done`` | ``closed``;
+    receiver: ``wait_go`` -> ``done`` | ``closed``. Any failure moves to ``failed``.
+    """
+
+    def __init__(self, role: Role, transit_key: bytes, relay_side16: str | None = None) -> None:
+        if role not in ("sender", "receiver"):
+            raise ValueError(f"role must be 'sender' or 'receiver', got {role!r}")
+        self.role: Role = role
+        self.via_relay = relay_side16 is not None
+        if role == "sender":
+            self._own_line, self._peer_line = (
+                sender_handshake(transit_key), receiver_handshake(transit_key))
+        else:
+            self._own_line, self._peer_line = (
+                receiver_handshake(transit_key), sender_handshake(transit_key))
+        self._out = bytearray()
+        self._in = bytearray()
+        self._events: list[HandshakeEvent] = []
+        self.leftover = b""
+        if relay_side16 is not None:
+            self.state = "relay"
+            self._out += relay_handshake(transit_key, relay_side16)
+        else:
+            self.state = "peer"
+            self._out += self._own_line
+
+    # -- outputs -------------------------------------------------------------------------------
+    def data_to_send(self) -> bytes:
+        """Bytes to write to the connection now (empty when nothing is pending)."""
+        out = bytes(self._out)
+        self._out.clear()
+        return out
+
+    def next_event(self) -> HandshakeEvent | None:
+        """The next event, or None if the engine needs more input."""
+        return self._events.pop(0) if self._events else None
+
+    @property
+    def finished(self) -> bool:
+        """True once the connection is either handed to records or must be closed."""
+        return self.state in ("done", "closed", "failed")
+
+    # -- inputs --------------------------------------------------------------------------------
+    def receive_data(self, data: bytes) -> None:
+        """Feed bytes read from the connection."""
+        if self.state in ("closed", "failed"):
+            return
+        if self.state == "done":
+            self.leftover += data
+            return
+        self._in += data
+        self._advance()
+
+    def connection_lost(self, why: str = "connection closed") -> None:
+        """The connection ended before the handshake finished (EOF is an ordinary input)."""
+        if not self.finished:
+            self._fail(f"{why} during transit handshake ({self.state})")
+
+    def send_go(self) -> None:
+        """Sender only: choose this connection. Bytes already read become ``leftover``."""
+        self._require_ready("send_go")
+        self._out += GO
+        self.state = "done"
+        self.leftover = bytes(self._in)
+        self._in.clear()
+
+    def send_nevermind(self) -> None:
+        """Sender only: another connection won; tell the peer, then the caller closes."""
+        self._require_ready("send_nevermind")
+        self._out += NEVERMIND
+        self.state = "closed"
+        self._in.clear()
+
+    # -- internals -----------------------------------------------------------------------------
+    def _require_ready(self, what: str) -> None:
+        if self.role != "sender" or self.state != "ready":
+            raise RuntimeError(
+                f"{what} needs a sender in state ready, not {self.role}/{self.state}"
+            )
+
+    def _fail(self, reason: str) -> None:
+        self.state = "failed"
+        self._in.clear()
+        self._events.append(Failed(reason))
+
+    def _take_line(self, expected: bytes, what: str) -> bool | None:
+        """Match ``expected`` at the start of the buffer: True if consumed, None if more is needed.
+
+        Fails (returns False) as soon as the bytes so far cannot be a prefix, so garbage never
+        makes us buffer more than one line.
+        """
+        have = bytes(self._in[: len(expected)])
+        if not expected.startswith(have):
+            self._fail(f"unexpected {what}: {_preview(self._in)}")
+            return False
+        if len(have) < len(expected):
+            return None
+        del self._in[: len(expected)]
+        return True
+
+    def _advance(self) -> None:
+        if self.state == "relay":
+            got = self._take_line(RELAY_OK, "answer from relay")
+            if not got:
+                return
+            self.state = "peer"
+            self._out += self._own_line
+        if self.state == "peer":
+            got = self._take_line(self._peer_line, "transit handshake from peer")
+            if not got:
+                return
+            if self.role == "sender":
+                self.state = "ready"
+                self._events.append(Ready())
+            else:
+                self.state = "wait_go"
+        if self.state == "ready":
+            if len(self._in) > _MAX_EARLY_BYTES:
+                self._fail("peer sent too much data before go")
+            return
+        if self.state == "wait_go":
+            self._wait_go()
+
+    def _wait_go(self) -> None:
+        have = bytes(self._in[: len(NEVERMIND)])
+        if have.startswith(GO):
+            self.state = "done"
+            self.leftover = bytes(self._in[len(GO):])
+            self._in.clear()
+            self._events.append(Go())
+        elif have.startswith(NEVERMIND):
+            self.state = "closed"
+            self._in.clear()
+            self._events.append(Nevermind())
+        elif not (GO.startswith(have) or NEVERMIND.startswith(have)):
+            self._fail(f"expected go from sender, got {_preview(self._in)}")

@@ -1,0 +1,111 @@
+"""Transit records: official vectors, big-endian nonce counter, and hostile input."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+from hilltop.errors import BadRecordError
+from hilltop.records import RecordDecoder, RecordEncoder, record_keys
+from hypothesis import given
+from hypothesis import strategies as st
+from nacl.secret import SecretBox
+
+TK = bytes.fromhex("9329a646acaba7172c557c7971191ec6a1e287f84abe58c60dce2659c44c2925")
+SENDER_KEY = bytes.fromhex("4860c8f20d819f7caff59f3e9c6c90c7d70405c6e1247fc6eebb6686768b0d75")
+RECEIVER_KEY = bytes.fromhex("31b1d3d847b354590e5db2d5f1fa0c018f175e569925258ecaeb456b3ce7de39")
+HELLO = bytes.fromhex("0000002d" + "00" * 24 + "c4c7142d3b1c49ae2ef740567bff62b0e6bdbe5baa")
+
+
+def test_record_keys_follow_role() -> None:
+    assert record_keys(TK, "sender") == (SENDER_KEY, RECEIVER_KEY)
+    assert record_keys(TK, "receiver") == (RECEIVER_KEY, SENDER_KEY)
+    with pytest.raises(ValueError):
+        record_keys(TK, "x")  # type: ignore[arg-type]
+
+
+def test_first_record_vector() -> None:
+    assert RecordEncoder(SENDER_KEY).encode(b"hello") == HELLO
+    assert RecordDecoder(SENDER_KEY).feed(HELLO) == [b"hello"]
+
+
+def test_nonce_is_big_endian_counter() -> None:
+    enc = RecordEncoder(SENDER_KEY)
+    frames = [enc.encode(b"x") for _ in range(258)]
+    assert frames[1][4:28] == bytes(23) + b"\x01"
+    assert frames[257][4:28] == bytes(22) + b"\x01\x01"
+    dec = RecordDecoder(SENDER_KEY)
+    assert dec.feed(b"".join(frames)) == [b"x"] * 258
+
+
+def test_split_anywhere() -> None:
+    enc = RecordEncoder(RECEIVER_KEY)
+    stream = b"".join(enc.encode(bytes([i]) * i) for i in range(20))
+    dec = RecordDecoder(RECEIVER_KEY)
+    got = []
+    for i in range(0, len(stream), 7):
+        got += dec.feed(stream[i : i + 7])
+    assert got == [bytes([i]) * i for i in range(20)]
+    assert dec.buffered == 0
+
+
+def test_empty_plaintext() -> None:
+    enc, dec = RecordEncoder(SENDER_KEY), RecordDecoder(SENDER_KEY)
+    assert dec.feed(enc.encode(b"")) == [b""]
+
+
+def test_replayed_record_rejected() -> None:
+    enc, dec = RecordEncoder(SENDER_KEY), RecordDecoder(SENDER_KEY)
+    first = enc.encode(b"a")
+    dec.feed(first)
+    with pytest.raises(BadRecordError, match="nonce 0, expected 1"):
+        dec.feed(first)
+    with pytest.raises(BadRecordError):  # stays broken
+        dec.feed(enc.encode(b"b"))
+
+
+def test_skipped_record_rejected() -> None:
+    enc, dec = RecordEncoder(SENDER_KEY), RecordDecoder(SENDER_KEY)
+    enc.encode(b"lost")
+    with pytest.raises(BadRecordError, match="expected 0"):
+        dec.feed(enc.encode(b"b"))
+
+
+def test_little_endian_nonce_rejected() -> None:
+    le_nonce = (1).to_bytes(24, "little")
+    box = bytes(SecretBox(SENDER_KEY).encrypt(b"hi", le_nonce))
+    dec = RecordDecoder(SENDER_KEY)
+    dec.feed(RecordEncoder(SENDER_KEY).encode(b"first"))
+    with pytest.raises(BadRecordError):
+        dec.feed(len(box).to_bytes(4, "big") + box)
+
+
+def test_wrong_key_rejected() -> None:
+    with pytest.raises(BadRecordError, match="decrypt"):
+        RecordDecoder(RECEIVER_KEY).feed(HELLO)
+
+
+def test_absurd_length_rejected_without_waiting() -> None:
+    with pytest.raises(BadRecordError, match="too long"):
+        RecordDecoder(SENDER_KEY).feed(b"\xff\xff\xff\xff")
+    with pytest.raises(BadRecordError, match="too short"):
+        RecordDecoder(SENDER_KEY).feed(b"\x00\x00\x00\x05")
+
+
+@given(st.lists(st.binary(max_size=200), max_size=8))
+def test_garbage_raises_only_bad_record(chunks: list[bytes]) -> None:
+    dec = RecordDecoder(SENDER_KEY)
+    try:
+        for chunk in chunks:
+            assert dec.feed(chunk) == []
+    except BadRecordError:
+        pass
+
+
+@given(st.binary(min_size=1, max_size=60), st.integers(min_value=0, max_value=44))
+def test_bit_flips_are_caught(plain: bytes, where: int) -> None:
+    frame = bytearray(RecordEncoder(SENDER_KEY).encode(plain))
+    frame[where % len(frame)] ^= 0x01
+    dec = RecordDecoder(SENDER_KEY)
+    with contextlib.suppress(BadRecordError):
+        assert dec.feed(bytes(frame)) == []  # a longer length just waits for more
