@@ -1,0 +1,84 @@
+"""Transit hints: where a peer can be reached. One module per wire type.
+
+:func:`parse_hints` turns the ``hints-v1`` list from the peer's ``transit`` message into Hint
+objects. It never raises for peer input: unknown types are dropped quietly (new peers may add
+types, and the protocol says to ignore them), malformed hints of known types are dropped with a
+warning that says what was wrong, so a half-broken peer still gets a connection if one hint works.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from types import ModuleType
+from typing import Any
+
+from hilltop.errors import LocalError
+from hilltop.hints import direct_tcp_v1, relay_v1, tor_tcp_v1
+from hilltop.hints._tcp import MalformedHintError
+
+log = logging.getLogger(__name__)
+
+Hint = direct_tcp_v1.Hint | relay_v1.Hint | tor_tcp_v1.Hint
+
+MODULES: dict[str, ModuleType] = {
+    m.TYPE: m for m in (direct_tcp_v1, relay_v1, tor_tcp_v1)
+}
+
+__all__ = ["MODULES", "Hint", "MalformedHintError", "hints_to_wire", "parse_hints",
+           "parse_transit_helper"]
+
+
+def parse_hints(items: Any) -> list[Hint]:
+    """Parse a peer's ``hints-v1`` list leniently (see the module docstring)."""
+    if not isinstance(items, list):
+        log.warning("ignoring transit hints: expected a list, got %s", type(items).__name__)
+        return []
+    out: list[Hint] = []
+    for item in items:
+        kind = item.get("type") if isinstance(item, dict) else None
+        module = MODULES.get(kind) if isinstance(kind, str) else None
+        if module is None:
+            log.debug("ignoring transit hint of unknown type %r", kind)
+            continue
+        try:
+            out.append(module.parse(item))
+        except MalformedHintError as err:
+            log.warning("ignoring malformed %s hint %r: %s", kind, item, err)
+    return out
+
+
+def hints_to_wire(hints: list[Hint]) -> list[dict[str, Any]]:
+    return [h.to_wire() for h in hints]
+
+
+_HELPER = re.compile(
+    r"^tcp:(?:\[(?P<v6>[^\]]+)\]|(?P<host>[^:\[\]]+)):(?P<port>\d+)(?P<rest>(?::.*)?)$"
+)
+
+
+def parse_transit_helper(text: str) -> relay_v1.Hint:
+    """Parse ``--transit-helper``: ``tcp:HOST:PORT[:priority=F]``, IPv6 hosts in brackets.
+
+    Raises :class:`hilltop.errors.LocalError` with a message naming the expected format.
+    """
+    usage = "expected tcp:HOST:PORT[:priority=F] (IPv6 host in brackets)"
+    m = _HELPER.match(text.strip())
+    if not m:
+        raise LocalError(f"bad transit helper {text!r}: {usage}")
+    host = m.group("v6") or m.group("host")
+    port = int(m.group("port"))
+    if not 0 < port < 65536:
+        raise LocalError(f"bad transit helper {text!r}: port {port} out of range")
+    priority = 0.0
+    for option in filter(None, m.group("rest").split(":")):
+        key, _, value = option.partition("=")
+        if key != "priority":
+            raise LocalError(f"bad transit helper {text!r}: unknown option {key!r}; {usage}")
+        try:
+            priority = float(value)
+        except ValueError:
+            raise LocalError(
+                f"bad transit helper {text!r}: priority must be a number, got {value!r}"
+            ) from None
+    return relay_v1.Hint((direct_tcp_v1.Hint(host, port, priority),))

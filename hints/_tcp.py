@@ -1,0 +1,53 @@
+"""Shared field checks for the hint types that name a TCP endpoint (direct, tor, relay inner).
+
+Kept lenient on purpose: peers differ in what they serialise (wormhole-william writes every field
+of every hint, Python writes only what it needs), so unknown keys are ignored and only the fields
+we actually dial with are checked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hilltop.errors import ProtocolError
+
+
+class MalformedHintError(ProtocolError):
+    """A peer's hint of a known type is missing a field or has one of the wrong type."""
+
+
+def hostname(obj: dict[str, Any]) -> str:
+    host = obj.get("hostname")
+    if not isinstance(host, str) or not host.strip():
+        raise MalformedHintError(f"hint needs a non-empty string hostname, got {host!r}")
+    host = host.strip()
+    if host.startswith("[") and host.endswith("]"):  # tolerate a bracketed IPv6 literal
+        host = host[1:-1]
+    return host
+
+
+def port(obj: dict[str, Any]) -> int:
+    value = obj.get("port")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536:
+        raise MalformedHintError(f"hint needs an integer port 1-65535, got {value!r}")
+    return value
+
+
+def priority(obj: dict[str, Any], default: float = 0.0) -> float:
+    value = obj.get("priority", default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise MalformedHintError(f"hint priority must be a number, got {value!r}")
+    return float(value)
+
+
+def require_dict(obj: Any) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise MalformedHintError(f"hint must be a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def endpoint_text(host: str, port_: int) -> str:
+    """``host:port`` with IPv6 literals in brackets, for descriptions and logs."""
+    return f"[{host}]:{port_}" if ":" in host else f"{host}:{port_}"
