@@ -1,0 +1,253 @@
+"""The transit race: which connection attempts start when, and which one wins.
+
+Pure and clock-free in the aioquic style: every input carries ``now``, the caller asks
+:meth:`Race.next_deadline` when to wake us and then calls :meth:`Race.handle_timer`, and
+decisions come out of :meth:`Race.actions` as small frozen dataclasses. The runner owns the
+sockets, the handshakes and the reactor; the race only ever sees attempt keys.
+
+Timing follows the official client (protocol summary §5.5), with every number configurable:
+
+* tier 0 candidates (direct dials) start at once;
+* candidates of higher tiers (relays) start ``relay_delay`` (2 s) later when any tier-0 candidate
+  exists, otherwise at once; each further (tier, priority) group, best priority first, starts
+  ``tier_step`` (2 s) after the one before;
+* each attempt has ``attempt_timeout`` (60 s) to finish its handshake; the race as a whole gives up
+  after ``overall_timeout`` (120 s).
+
+Winning: the *sender* takes the first attempt whose handshake is Ready (it says go there and
+nevermind on any that become ready later); the *receiver* takes the first attempt that got go.
+Every other started attempt is cancelled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+Role = Literal["sender", "receiver"]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """Something we could dial: ``key`` is opaque to the race and names the attempt in actions."""
+
+    key: Hashable
+    tier: int = 0
+    priority: float = 0.0
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class RaceConfig:
+    relay_delay: float = 2.0
+    tier_step: float = 2.0
+    attempt_timeout: float = 60.0
+    overall_timeout: float = 120.0
+
+
+# -- actions ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StartAttempt:
+    """Dial this candidate now."""
+
+    key: Hashable
+
+
+@dataclass(frozen=True)
+class SendGo:
+    """Sender: write go on this attempt (it is about to be the winner)."""
+
+    key: Hashable
+
+
+@dataclass(frozen=True)
+class SendNevermind:
+    """Sender: write nevermind on this attempt, then close it (a Cancel follows)."""
+
+    key: Hashable
+
+
+@dataclass(frozen=True)
+class Cancel:
+    """Stop this attempt: abort the dial or close the connection."""
+
+    key: Hashable
+    reason: str
+
+
+@dataclass(frozen=True)
+class Winner:
+    """This attempt is the transit connection. The race is over."""
+
+    key: Hashable
+
+
+@dataclass(frozen=True)
+class RaceFailed:
+    """No attempt can win any more. The race is over."""
+
+    reason: str
+
+
+Action = StartAttempt | SendGo | SendNevermind | Cancel | Winner | RaceFailed
+
+
+@dataclass
+class _Attempt:
+    key: Hashable
+    label: str
+    start_at: float
+    state: str = "scheduled"  # scheduled -> running -> won | failed | cancelled
+    deadline: float | None = None
+    reason: str = ""
+
+
+class Race:
+    """One race per transit session. ``listening`` keeps it alive for inbound connections."""
+
+    def __init__(
+        self,
+        role: Role,
+        candidates: Iterable[Candidate],
+        now: float,
+        *,
+        listening: bool = False,
+        config: RaceConfig | None = None,
+    ) -> None:
+        if role not in ("sender", "receiver"):
+            raise ValueError(f"role must be 'sender' or 'receiver', got {role!r}")
+        self.role = role
+        self.config = config or RaceConfig()
+        self.listening = listening
+        self._attempts: dict[Hashable, _Attempt] = {}
+        self._actions: list[Action] = []
+        self._overall = now + self.config.overall_timeout
+        self.finished = False
+        self.winner: Hashable | None = None
+        self._schedule(list(candidates), now)
+        self.handle_timer(now)
+
+    # -- outputs ---------------------------------------------------------------------------------
+    def actions(self) -> list[Action]:
+        """Drain the decisions made since the last call, in order."""
+        out, self._actions = self._actions, []
+        return out
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`handle_timer` must be called next; None once the race is over."""
+        if self.finished:
+            return None
+        times = [self._overall]
+        for a in self._attempts.values():
+            if a.state == "scheduled":
+                times.append(a.start_at)
+            elif a.state == "running" and a.deadline is not None:
+                times.append(a.deadline)
+        return min(times)
+
+    def state_of(self, key: Hashable) -> str:
+        return self._attempts[key].state
+
+    # -- inputs ----------------------------------------------------------------------------------
+    def handle_timer(self, now: float) -> None:
+        """Start what is due, time out what is late."""
+        if self.finished:
+            return
+        if now >= self._overall:
+            self._fail_race(f"no transit connection within {self.config.overall_timeout:g} s")
+            return
+        for a in sorted(self._attempts.values(), key=lambda a: a.start_at):
+            if a.state == "scheduled" and a.start_at <= now:
+                a.state = "running"
+                a.deadline = now + self.config.attempt_timeout
+                self._actions.append(StartAttempt(a.key))
+            elif a.state == "running" and a.deadline is not None and a.deadline <= now:
+                a.state = "failed"
+                a.reason = "timed out"
+                self._actions.append(Cancel(a.key, "timed out"))
+        self._check_exhausted()
+
+    def inbound(self, key: Hashable, now: float, label: str = "") -> None:
+        """A peer connected to one of our listeners; its handshake is now running."""
+        if key in self._attempts:
+            raise ValueError(f"attempt {key!r} already exists")
+        a = _Attempt(key, label or str(key), now, "running", now + self.config.attempt_timeout)
+        self._attempts[key] = a
+        if self.finished:
+            a.state = "cancelled"
+            self._actions.append(Cancel(key, "transit race already over"))
+
+    def attempt_ready(self, key: Hashable, now: float) -> None:
+        """Sender: the handshake is Ready. Receiver: the handshake got go."""
+        a = self._attempts[key]
+        if a.state != "running":
+            return
+        if self.finished:
+            if self.role == "sender":
+                self._actions.append(SendNevermind(key))
+            a.state = "cancelled"
+            self._actions.append(Cancel(key, "another connection won"))
+            return
+        if self.role == "sender":
+            self._actions.append(SendGo(key))
+        a.state = "won"
+        self.winner = key
+        self.finished = True
+        for other in self._attempts.values():
+            if other.state == "running":
+                other.state = "cancelled"
+                self._actions.append(Cancel(other.key, "another connection won"))
+            elif other.state == "scheduled":
+                other.state = "cancelled"  # never started: nothing to undo
+        self._actions.append(Winner(key))
+
+    def attempt_failed(self, key: Hashable, reason: str, now: float) -> None:
+        """The dial failed, the connection closed, or the handshake failed (nevermind included)."""
+        a = self._attempts[key]
+        if a.state != "running":
+            return
+        a.state = "failed"
+        a.reason = reason
+        self._check_exhausted()
+
+    def cancel_all(self, reason: str) -> None:
+        """The caller gives up (e.g. the user pressed ^C): cancel everything running."""
+        if not self.finished:
+            self._fail_race(reason)
+
+    # -- internals -------------------------------------------------------------------------------
+    def _schedule(self, candidates: list[Candidate], now: float) -> None:
+        has_direct = any(c.tier == 0 for c in candidates)
+        groups = sorted({(c.tier, -c.priority) for c in candidates if c.tier != 0})
+        base = now + (self.config.relay_delay if has_direct else 0.0)
+        start_of = {g: base + i * self.config.tier_step for i, g in enumerate(groups)}
+        for c in candidates:
+            if c.key in self._attempts:
+                raise ValueError(f"duplicate candidate key {c.key!r}")
+            at = now if c.tier == 0 else start_of[(c.tier, -c.priority)]
+            self._attempts[c.key] = _Attempt(c.key, c.label or str(c.key), at)
+
+    def _check_exhausted(self) -> None:
+        if self.finished or self.listening:
+            return
+        if any(a.state in ("scheduled", "running") for a in self._attempts.values()):
+            return
+        if any(a.reason for a in self._attempts.values()):
+            self._fail_race("no transit connection could be made")
+        else:
+            self._fail_race("no transit connection could be made: no usable hints")
+
+    def _fail_race(self, reason: str) -> None:
+        """End the race; the message lists why each attempt failed, for the user."""
+        failures = [f"{a.label}: {a.reason}" for a in self._attempts.values() if a.reason]
+        if failures:
+            reason = f"{reason} ({'; '.join(failures)})"
+        for a in self._attempts.values():
+            if a.state == "running":
+                a.state = "cancelled"
+                self._actions.append(Cancel(a.key, reason))
+            elif a.state == "scheduled":
+                a.state = "cancelled"
+        self.finished = True
+        self._actions.append(RaceFailed(reason))
