@@ -67,3 +67,23 @@ class RejectedError(LocalError):
 
 class LonelyError(RemoteError):
     """We gave up waiting for a peer."""
+
+
+class UnknownOfferError(ProtocolError):
+    """The peer offered something we cannot receive; ``reply`` is the v1 ``error`` text to answer.
+
+    Official receivers answer ``"unknown offer type"`` or ``"unknown mode"`` (a directory mode that
+    is not a zipfile); keeping that exact text lets the peer's user see why the transfer stopped.
+    """
+
+    def __init__(self, message: str, reply: str = "unknown offer type") -> None:
+        super().__init__(message)
+        self.reply = reply
+
+
+class UnsendableError(LocalError):
+    """A path we were asked to send cannot be read or is not a file or directory."""
+
+
+class DiskFullError(LocalError):
+    """The disk filled up while we were writing a received transfer (partial data was removed)."""

@@ -1,0 +1,478 @@
+"""Receiver side: write what the peer sends so that nothing half-done ever looks finished.
+
+Both sinks write under a hidden temporary name in the target's own directory
+(``.NAME.hilltop-part`` for a file, ``.NAME.hilltop-zip`` and ``.NAME.hilltop-dir`` for a
+directory), so the final step is a rename on one filesystem and a crash leaves only
+dot-files that are plainly not the transfer. The final name appears only after exactly the
+offered number of bytes arrived, and an existing path is never replaced, even one that
+appeared while we were receiving.
+
+A received directory is a zip chosen by the peer, so it is hostile input. :class:`DirectorySink`
+reads the whole central directory and checks *every* entry before it creates anything: no
+absolute paths, ``..``, drive letters or backslashes, no symlinks or device entries, no two names
+that would land on one path (also after case folding and Unicode normalisation, for
+case-insensitive disks), no file where a folder is needed, and totals that roughly agree with the
+offer. Only then is it extracted, into a temporary directory beside the target, which is renamed
+into place at the end. Any failure removes every temporary file and directory.
+
+No Twisted: the transit layer calls :meth:`write` for each record and :meth:`finish` at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import re
+import shutil
+import stat
+import unicodedata
+import zipfile
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TypeVar
+
+from hilltop.errors import (
+    DiskFullError,
+    HilltopError,
+    LocalError,
+    ProtocolError,
+    RejectedError,
+)
+from hilltop.transfer import MAX_NAME_BYTES, DirectoryOffer
+
+T = TypeVar("T")
+
+COPY_CHUNK = 1024 * 1024
+MAX_PATH_BYTES = 4000
+"""Refuse entry paths near PATH_MAX (4096 on Linux) instead of failing halfway through."""
+
+_DRIVE = re.compile(r"^[A-Za-z]:")
+_OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(
+    os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write every byte (os.write may write fewer); a seam tests use to simulate a full disk."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _io_error(err: OSError, doing: str) -> HilltopError:
+    if err.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        return DiskFullError(f"disk full while {doing}; the partial data was removed")
+    return LocalError(f"error while {doing}: {err.strerror or err}")
+
+
+def _temp_names(directory: str, name: str, tag: str) -> Iterator[str]:
+    """Hidden candidate names, shortened so they still fit in NAME_MAX."""
+    room = MAX_NAME_BYTES - len(tag) - 8
+    short = name.encode("utf-8")[:room].decode("utf-8", errors="ignore")
+    yield os.path.join(directory, f".{short}.{tag}")
+    for i in range(1, 100):
+        yield os.path.join(directory, f".{short}.{i}.{tag}")
+
+
+def _create_temp(directory: str, name: str, tag: str, make: Callable[[str], T]) -> tuple[str, T]:
+    for path in _temp_names(directory, name, tag):
+        try:
+            return path, make(path)
+        except FileExistsError:
+            continue
+        except OSError as err:
+            raise _io_error(err, f"creating a temporary file in {directory!r}") from None
+    raise LocalError(f"too many leftover temporary files for {name!r} in {directory!r}")
+
+
+def _remove_tree(path: str) -> None:
+    """Delete a directory we created, even if a received mode made parts of it read-only."""
+    def fix(func: Callable[[str], object], failed: str, _exc: object) -> None:
+        try:
+            os.chmod(os.path.dirname(failed), 0o700)
+            if os.path.isdir(failed) and not os.path.islink(failed):
+                os.chmod(failed, 0o700)
+            func(failed)
+        except OSError:
+            pass
+
+    if os.path.isdir(path) and not os.path.islink(path):
+        with contextlib.suppress(OSError):
+            os.chmod(path, 0o700)
+        shutil.rmtree(path, onerror=fix)
+
+
+def _unlink_quietly(path: str | None) -> None:
+    if path is not None:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+class _Spool:
+    """Exactly ``size`` bytes into a fresh hidden file, hashed as they arrive."""
+
+    def __init__(self, directory: str, name: str, tag: str, size: int, what: str,
+                 durable: bool = True) -> None:
+        self.size = size
+        self.durable = durable
+        self.received = 0
+        self.what = what
+        self._hash = hashlib.sha256()
+        self.path, self._fd = _create_temp(
+            directory, name, tag, lambda p: os.open(p, _OPEN_FLAGS, 0o666))
+        self._closed = False
+
+    def write(self, data: bytes) -> None:
+        if self._closed:
+            raise LocalError(f"internal error: data for {self.what} after it was closed")
+        if self.received + len(data) > self.size:
+            raise ProtocolError(
+                f"peer sent more than the {self.size} bytes it offered for {self.what}")
+        try:
+            _write_all(self._fd, data)
+        except OSError as err:
+            raise _io_error(err, f"writing {self.what}") from None
+        self._hash.update(data)
+        self.received += len(data)
+
+    def complete(self, expected_sha256: str | None) -> str:
+        """Check the count (and hash, if known), flush to disk and close; return the hex digest."""
+        if self.received != self.size:
+            raise ProtocolError(
+                f"transfer of {self.what} ended early: got {self.received} of {self.size} bytes")
+        digest = self._hash.hexdigest()
+        if expected_sha256 is not None and digest != expected_sha256.lower():
+            raise ProtocolError(f"{self.what} arrived damaged: its SHA-256 does not match")
+        try:
+            if self.durable:  # the final file; a zip we unpack and delete need not be
+                os.fsync(self._fd)
+        except OSError as err:
+            raise _io_error(err, f"writing {self.what}") from None
+        finally:
+            self.close()
+        return digest
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+
+    def discard(self) -> None:
+        self.close()
+        _unlink_quietly(self.path)
+
+
+class _Sink:
+    """Shared lifecycle: any failure in write/finish removes every temporary file, then raises."""
+
+    target: str
+    _spool: _Spool
+    _state = "open"  # open -> finished | aborted
+
+    @property
+    def received(self) -> int:
+        return self._spool.received
+
+    @property
+    def temp_path(self) -> str:
+        return self._spool.path
+
+    def write(self, data: bytes) -> None:
+        """Append bytes from the peer. Raises ProtocolError past the offered size."""
+        self._require_open()
+        try:
+            self._spool.write(data)
+        except BaseException:
+            self.abort()
+            raise
+
+    def finish(self, expected_sha256: str | None = None) -> str:
+        """Publish under the final name and return the SHA-256 (hex) of the bytes received.
+
+        Raises (after cleaning up) if fewer bytes than offered arrived, if ``expected_sha256``
+        is given and differs, or if something now exists at the target.
+        """
+        self._require_open()
+        try:
+            digest = self._spool.complete(expected_sha256)
+            self._publish()
+        except BaseException:
+            self.abort()
+            raise
+        self._state = "finished"
+        return digest
+
+    def abort(self) -> None:
+        """Remove everything temporary. Safe to call twice, and a no-op after finish()."""
+        if self._state == "open":
+            self._state = "aborted"
+            self._cleanup()
+
+    def _require_open(self) -> None:
+        if self._state != "open":
+            raise LocalError(
+                f"internal error: receiving into {self.target!r} already {self._state}")
+
+    def _publish(self) -> None:
+        raise NotImplementedError
+
+    def _cleanup(self) -> None:
+        self._spool.discard()
+
+    def __enter__(self: T) -> T:
+        return self
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        # Leaving the block without finish() (an error, or a cancelled transfer) must not
+        # leave anything behind.
+        self.abort()
+
+
+class FileSink(_Sink):
+    """Receive one file of ``filesize`` bytes to the absolute path ``target``.
+
+    ``target`` normally comes from :func:`hilltop.transfer.target_path`. Bytes go to
+    ``.NAME.hilltop-part`` beside it, which becomes ``NAME`` in :meth:`finish`.
+    """
+
+    def __init__(self, target: str, filesize: int) -> None:
+        self.target = os.path.abspath(target)
+        self.filesize = filesize
+        name = os.path.basename(self.target)
+        self._spool = _Spool(os.path.dirname(self.target), name, "hilltop-part", filesize,
+                             repr(name))
+
+    def _publish(self) -> None:
+        temp = self._spool.path
+        try:
+            # A hard link fails if the name exists, so no race can make us overwrite anything.
+            os.link(temp, self.target, follow_symlinks=False)
+        except FileExistsError:
+            raise _appeared(self.target) from None
+        except OSError:
+            # Filesystems without hard links (FAT, some network mounts): check, then rename.
+            if os.path.lexists(self.target):
+                raise _appeared(self.target) from None
+            try:
+                os.replace(temp, self.target)
+            except OSError as err:
+                raise _io_error(err, f"saving {self.target!r}") from None
+            return
+        _unlink_quietly(temp)
+
+
+def _appeared(target: str) -> RejectedError:
+    return RejectedError(f"{target!r} appeared while receiving; refusing to overwrite it")
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """One checked zip member: where it goes (relative parts) and the mode to give it."""
+
+    info: zipfile.ZipInfo
+    parts: tuple[str, ...]
+    is_dir: bool
+    mode: int | None
+
+
+class DirectorySink(_Sink):
+    """Receive a directory offer (a zip stream of ``offer.zipsize`` bytes) to ``target``.
+
+    The zip is spooled to ``.NAME.hilltop-zip`` beside the target (reading a zip needs
+    seeking), checked entry by entry, extracted into ``.NAME.hilltop-dir`` beside the target,
+    and that directory is renamed to ``NAME``. Any standard zip is accepted: STORED or
+    DEFLATED, zip64 or not.
+    """
+
+    def __init__(self, target: str, offer: DirectoryOffer) -> None:
+        self.target = os.path.abspath(target)
+        self.offer = offer
+        self._name = os.path.basename(self.target)
+        self._parent = os.path.dirname(self.target)
+        self._extract_dir: str | None = None
+        self._spool = _Spool(self._parent, self._name, "hilltop-zip", offer.zipsize,
+                             f"the zip of {self._name!r}", durable=False)
+
+    def _publish(self) -> None:
+        try:
+            zf = zipfile.ZipFile(self._spool.path)
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError,
+                NotImplementedError) as err:
+            raise _bad_zip(err) from None
+        except OSError as err:
+            raise _io_error(err, f"reading the zip of {self._name!r}") from None
+        with zf:
+            entries = check_entries(zf.infolist(), self.offer)
+            self._extract_dir, _ = _create_temp(
+                self._parent, self._name, "hilltop-dir", lambda p: os.mkdir(p, 0o777))
+            _extract(zf, entries, self._extract_dir)
+        self._move_into_place(self._extract_dir)
+        self._extract_dir = None
+        _unlink_quietly(self._spool.path)
+
+    def _move_into_place(self, source: str) -> None:
+        # mkdir is exclusive, and rename() onto an empty directory replaces it: together they
+        # never overwrite anything, even if the target appears while we extract.
+        try:
+            os.mkdir(self.target, 0o700)
+        except FileExistsError:
+            raise _appeared(self.target) from None
+        except OSError as err:
+            raise _io_error(err, f"creating {self.target!r}") from None
+        try:
+            os.rename(source, self.target)
+        except OSError as err:
+            with contextlib.suppress(OSError):
+                os.rmdir(self.target)
+            if err.errno in (errno.EEXIST, errno.ENOTEMPTY):
+                raise _appeared(self.target) from None
+            raise _io_error(err, f"moving the received folder to {self.target!r}") from None
+
+    def _cleanup(self) -> None:
+        super()._cleanup()
+        if self._extract_dir is not None:
+            _remove_tree(self._extract_dir)
+            self._extract_dir = None
+
+
+def _bad_zip(err: BaseException) -> ProtocolError:
+    return ProtocolError(f"the received folder is not a usable zip archive ({err})")
+
+
+def _refuse(name: str, why: str) -> ProtocolError:
+    shown = ascii(name if len(name) <= 80 else name[:77] + "...")
+    return ProtocolError(f"refusing the received folder: entry {shown} {why}")
+
+
+def _slack(declared: int, minimum: int) -> int:
+    return declared + declared // 10 + minimum
+
+
+def check_entries(infos: list[zipfile.ZipInfo], offer: DirectoryOffer) -> list[_Entry]:
+    """Validate every member of a received zip before anything is written.
+
+    Returns the entries in archive order, without the optional ``./`` root entry official
+    senders add for an empty directory. Raises :class:`ProtocolError` naming the first bad one.
+    """
+    entries: list[_Entry] = []
+    seen: dict[tuple[str, ...], tuple[tuple[str, ...], bool]] = {}
+    file_keys: set[tuple[str, ...]] = set()
+    dir_keys: set[tuple[str, ...]] = set()
+    numfiles = numbytes = 0
+    for info in infos:
+        name = info.filename
+        parts = _safe_parts(name)
+        is_dir = name.endswith("/")
+        kind = stat.S_IFMT(info.external_attr >> 16)
+        if kind == stat.S_IFLNK:
+            raise _refuse(name, "is a symbolic link")
+        if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
+            raise _refuse(name, "is a device, FIFO or socket")
+        if info.flag_bits & 0x1:
+            raise _refuse(name, "is encrypted")
+        if not parts:
+            if is_dir:
+                continue  # "./": the directory itself
+            raise _refuse(name, "has an empty name")
+        # Case-insensitive disks (macOS, Windows) would merge these, so they count as one.
+        key = tuple(unicodedata.normalize("NFC", part).casefold() for part in parts)
+        if key in seen:
+            earlier, earlier_is_dir = seen[key]
+            if earlier_is_dir != is_dir:
+                raise _refuse(name, "is both a file and a folder")
+            if earlier == parts:
+                raise _refuse(name, "appears twice")
+            raise _refuse(name, f"clashes with {ascii('/'.join(earlier))} (one name on "
+                                "case-insensitive or Unicode-normalising disks)")
+        seen[key] = (parts, is_dir)
+        dir_keys.update(key[:i] for i in range(1, len(key)))
+        if is_dir:
+            dir_keys.add(key)
+        else:
+            file_keys.add(key)
+            numfiles += 1
+            numbytes += info.file_size
+        perms = info.external_attr >> 16 & 0o777
+        mode = perms if info.create_system == 3 and perms else None
+        entries.append(_Entry(info, parts, is_dir, mode))
+    clash = file_keys & dir_keys
+    if clash:
+        shown = "/".join(sorted(clash)[0])
+        raise ProtocolError(
+            f"refusing the received folder: {ascii(shown)} is both a file and a folder")
+    if numbytes > _slack(offer.numbytes, 1024 * 1024):
+        raise ProtocolError(
+            f"refusing the received folder: it unpacks to {numbytes} bytes, "
+            f"but {offer.numbytes} were offered")
+    if numfiles > _slack(offer.numfiles, 100):
+        raise ProtocolError(
+            f"refusing the received folder: it holds {numfiles} files, "
+            f"but {offer.numfiles} were offered")
+    return entries
+
+
+def _safe_parts(name: str) -> tuple[str, ...]:
+    """Split a zip member name into path components, refusing anything that could escape."""
+    if "\\" in name:
+        raise _refuse(name, "contains a backslash")
+    if name.startswith("/"):
+        raise _refuse(name, "is an absolute path")
+    if _DRIVE.match(name):
+        raise _refuse(name, "starts with a drive letter")
+    parts = tuple(part for part in name.split("/") if part not in ("", "."))
+    if ".." in parts:
+        raise _refuse(name, "contains '..'")
+    for part in parts:
+        if any(unicodedata.category(ch) == "Cc" for ch in part):
+            raise _refuse(name, "contains control characters")
+        if len(part.encode("utf-8", errors="surrogateescape")) > MAX_NAME_BYTES:
+            raise _refuse(name, f"has a component longer than {MAX_NAME_BYTES} bytes")
+    if len("/".join(parts).encode("utf-8", errors="surrogateescape")) > MAX_PATH_BYTES:
+        raise _refuse(name, "is too long a path")
+    return parts
+
+
+def _extract(zf: zipfile.ZipFile, entries: list[_Entry], root: str) -> None:
+    """Create every checked entry under ``root`` (a fresh directory that only we write to)."""
+    dirs: list[tuple[str, int]] = []
+    for entry in entries:
+        path = os.path.join(root, *entry.parts)
+        where = "/".join(entry.parts)
+        try:
+            if entry.is_dir:
+                os.makedirs(path, 0o777, exist_ok=True)
+                if entry.mode is not None:
+                    dirs.append((path, entry.mode))
+                continue
+            os.makedirs(os.path.dirname(path), 0o777, exist_ok=True)
+            fd = os.open(path, _OPEN_FLAGS, 0o666)
+            try:
+                _copy_member(zf, entry.info, fd)
+            finally:
+                os.close(fd)
+            if entry.mode is not None:
+                os.chmod(path, entry.mode)
+        except OSError as err:
+            raise _io_error(err, f"unpacking {ascii(where)}") from None
+    # Deepest first, and only now: a read-only folder could not have been filled.
+    for path, mode in sorted(dirs, key=lambda d: d[0].count(os.sep), reverse=True):
+        try:
+            os.chmod(path, mode)
+        except OSError as err:
+            raise _io_error(err, "setting folder permissions") from None
+
+
+def _copy_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, fd: int) -> None:
+    # ZipExtFile stops at the declared size and checks the CRC, so what lands on disk is
+    # bounded by the sizes check_entries() already compared with the offer.
+    try:
+        with zf.open(info) as member:
+            while chunk := member.read(COPY_CHUNK):
+                _write_all(fd, chunk)
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError,
+            ValueError) as err:
+        raise _bad_zip(err) from None

@@ -1,0 +1,305 @@
+"""Sender side: turn a path into a v1 offer plus a byte stream of exactly the offered size.
+
+A file is read as it is. A directory is streamed as a zip built on the fly by ``zipstream-ng``
+in *sized* mode, the way official 0.24 does it: entries are STORED, so the final ``zipsize`` is
+known before the first byte is read and no temporary copy of the tree is ever made.
+
+Choices that differ from, or pin down, official 0.24:
+
+* **Symlinks are followed**, as official does: a link to a file is sent as a regular file with
+  the target's contents, a link to a directory is walked. A directory reached twice (a link
+  loop, or two links to one place) is walked only the first time. Broken links are unsendable.
+* Like official, only *empty* directories get their own entry (so they survive the trip);
+  other directories are implied by their contents and arrive with default permissions.
+  Receivers depend on this shape: wormhole-william's receiver writes every entry as a file and
+  compares the entry count with ``numfiles`` (non-directory entries), and official 0.24 chmods
+  each directory entry as soon as it has unpacked it, so an entry for a read-only directory
+  placed before its contents would make the rest fail.
+* FIFOs, sockets and devices inside a directory are unsendable: reading a FIFO would hang.
+* Anything unsendable raises :class:`~hilltop.errors.UnsendableError` while the offer is being
+  built, before the peer hears of it. With ``skip_unsendable=True`` (the CLI's
+  ``--ignore-unsendable-files``) it is left out and listed in :attr:`Source.skipped`.
+* If a file changes size after the offer was made, reading fails with ``UnsendableError``
+  instead of sending a stream whose length disagrees with the offer.
+
+Hashing is the transit layer's job (it hashes what it actually sends); this module only reads.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable, Iterator
+from typing import BinaryIO
+
+from hilltop.errors import UnsendableError
+from hilltop.transfer import DIRECTORY_MODE, DirectoryOffer, FileOffer
+from zipstream.ng import ZipStream
+
+CHUNK_SIZE = 16384
+"""Plaintext bytes per transit record, as the Python sender uses."""
+
+
+class Source:
+    """What we send: the offer to announce and a reader that yields exactly ``size`` bytes.
+
+    ``read(n)`` returns at most ``n`` bytes and ``b""`` only once all ``size`` bytes were read.
+    Iterating gives :data:`CHUNK_SIZE` chunks. Use as a context manager, or call :meth:`close`.
+    """
+
+    offer: FileOffer | DirectoryOffer
+    path: str
+    skipped: tuple[str, ...] = ()
+
+    def __init__(self, offer: FileOffer | DirectoryOffer, path: str) -> None:
+        self.offer = offer
+        self.path = path
+        self.position = 0
+
+    @property
+    def size(self) -> int:
+        """Bytes on the wire: ``filesize`` or ``zipsize``."""
+        if isinstance(self.offer, FileOffer):
+            return self.offer.filesize
+        return self.offer.zipsize
+
+    def read(self, n: int = CHUNK_SIZE) -> bytes:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release open files; safe to call twice."""
+
+    def __iter__(self) -> Iterator[bytes]:
+        while chunk := self.read(CHUNK_SIZE):
+            yield chunk
+
+    def __enter__(self) -> Source:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class FileSource(Source):
+    """A regular file (or a block device, sent as a file as official does)."""
+
+    def __init__(self, offer: FileOffer, path: str, fileobj: BinaryIO) -> None:
+        super().__init__(offer, path)
+        self._file = fileobj
+
+    def read(self, n: int = CHUNK_SIZE) -> bytes:
+        want = min(n, self.size - self.position)
+        if want <= 0:
+            return b""
+        try:
+            data = self._file.read(want)
+        except OSError as err:
+            raise UnsendableError(f"cannot read {self.path!r}: {err.strerror}") from None
+        if not data:
+            # A file that grew is sent only up to the offered size (the receiver gets exactly
+            # what it accepted); one that shrank cannot be honoured.
+            raise UnsendableError(f"{self.path!r} got shorter while it was being sent")
+        self.position += len(data)
+        return data
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class DirectorySource(Source):
+    """A directory streamed as a sized zip; see the module docstring for what goes in."""
+
+    def __init__(self, offer: DirectoryOffer, path: str, stream: ZipStream,
+                 skipped: tuple[str, ...]) -> None:
+        super().__init__(offer, path)
+        self.skipped = skipped
+        self._stream = stream
+        self._chunks: Iterator[bytes] | None = None
+        self._buffer = b""
+
+    def read(self, n: int = CHUNK_SIZE) -> bytes:
+        if n <= 0:
+            return b""
+        while len(self._buffer) < n and self.position + len(self._buffer) < self.size:
+            self._buffer += self._next_chunk()
+        data, self._buffer = self._buffer[:n], self._buffer[n:]
+        self.position += len(data)
+        if not data and self._chunks is not None:
+            self._check_exhausted()
+        return data
+
+    def _next_chunk(self) -> bytes:
+        if self._chunks is None:
+            self._chunks = iter(self._stream)
+        try:
+            chunk = next(self._chunks)
+        except StopIteration:
+            raise UnsendableError(
+                f"{self.path!r} changed while it was being sent (zip shorter than offered)"
+            ) from None
+        except RuntimeError:
+            # zipstream-ng raises this when a file's size differs from what it measured.
+            raise UnsendableError(
+                f"a file in {self.path!r} changed size while it was being sent") from None
+        except OSError as err:
+            where = f"{err.filename!r}" if err.filename else repr(self.path)
+            raise UnsendableError(f"cannot read {where}: {err.strerror}") from None
+        if self.position + len(self._buffer) + len(chunk) > self.size:
+            raise UnsendableError(
+                f"{self.path!r} changed while it was being sent (zip longer than offered)")
+        return chunk
+
+    def _check_exhausted(self) -> None:
+        # Let the generator finish so a size mismatch in the very last entry is still reported.
+        assert self._chunks is not None
+        try:
+            extra = next(self._chunks, b"")
+        except (RuntimeError, OSError):
+            extra = b"?"
+        if extra:
+            raise UnsendableError(
+                f"{self.path!r} changed while it was being sent (zip longer than offered)")
+
+    def close(self) -> None:
+        if self._chunks is not None and hasattr(self._chunks, "close"):
+            self._chunks.close()  # closes the file zipstream has open, if any
+
+
+def open_source(path: str, *, cwd: str | None = None,
+                skip_unsendable: bool = False) -> Source:
+    """Open ``path`` (relative to ``cwd``) for sending.
+
+    The offered name is the last component of the path as typed, not of its symlink target:
+    sending a link ``X -> Y`` offers ``X``. Raises :class:`UnsendableError` for a missing,
+    unreadable or special path, and for unsendable entries inside a directory unless
+    ``skip_unsendable`` is set.
+    """
+    typed = os.path.join(cwd or os.getcwd(), path)
+    name = os.path.basename(os.path.normpath(typed))
+    real = os.path.realpath(typed)
+    if not name:
+        raise UnsendableError(f"cannot send {path!r}: it has no name to offer")
+    _check_utf8(name, path)
+    try:
+        st = os.stat(real)
+    except FileNotFoundError:
+        raise UnsendableError(f"cannot send: no file or directory named {path!r}") from None
+    except OSError as err:
+        raise UnsendableError(f"cannot send {path!r}: {err.strerror}") from None
+    if stat.S_ISDIR(st.st_mode):
+        return _open_directory(real, name, skip_unsendable)
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISBLK(st.st_mode)):
+        raise UnsendableError(f"cannot send {path!r}: not a regular file or directory")
+    try:
+        fileobj = open(real, "rb")  # noqa: SIM115 - owned by the FileSource, closed there
+    except OSError as err:
+        raise UnsendableError(f"cannot send {path!r}: {err.strerror}") from None
+    size = st.st_size if stat.S_ISREG(st.st_mode) else fileobj.seek(0, os.SEEK_END)
+    fileobj.seek(0)
+    return FileSource(FileOffer(name, size), real, fileobj)
+
+
+def _check_utf8(name: str, shown: str) -> None:
+    # Undecodable bytes in a name arrive as surrogate escapes; they cannot go into JSON or zip
+    # names in a way any peer would read back correctly.
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UnsendableError(f"cannot send {shown!r}: its name is not valid UTF-8") from None
+
+
+def _open_directory(root: str, name: str, skip_unsendable: bool) -> DirectorySource:
+    stream = ZipStream(sized=True)
+    skipped: list[str] = []
+
+    def unsendable(where: str, why: str) -> None:
+        message = f"{where}: {why}"
+        if not skip_unsendable:
+            raise UnsendableError(f"cannot send {message}")
+        skipped.append(message)
+
+    numbytes = numfiles = 0
+    for full, rel, size in _walk(root, unsendable):
+        stream.add_path(full, arcname=rel, recurse=False)
+        if size is not None:
+            numbytes += size
+            numfiles += 1
+    offer = DirectoryOffer(dirname=name, zipsize=len(stream), numbytes=numbytes,
+                           numfiles=numfiles, mode=DIRECTORY_MODE)
+    return DirectorySource(offer, root, stream, tuple(skipped))
+
+
+def _walk(root: str, unsendable: Callable[[str, str], None]
+          ) -> Iterator[tuple[str, str, int | None]]:
+    """Yield ``(path, arcname, size)`` for each entry; ``size`` is None for directories.
+
+    Top-down and sorted, so zips of the same tree are the same.
+    """
+    def key(st: os.stat_result) -> tuple[int, int]:
+        return (st.st_dev, st.st_ino)
+
+    visited = {key(os.stat(root))}
+
+    def on_error(err: OSError) -> None:
+        unsendable(str(err.filename or root), err.strerror or str(err))
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=on_error, followlinks=True):
+        dirnames.sort()
+        keep = []
+        for dirname in dirnames:
+            full = os.path.join(dirpath, dirname)
+            try:
+                st = os.stat(full)
+            except OSError as err:
+                unsendable(full, err.strerror or str(err))
+                continue
+            if key(st) in visited:
+                continue  # a symlink loop, or a second link to a directory already sent
+            visited.add(key(st))
+            keep.append(dirname)
+        dirnames[:] = keep
+        sent_any = False
+        for filename in sorted(filenames):
+            full = os.path.join(dirpath, filename)
+            rel = os.path.relpath(full, root)
+            size = _sendable_file(full, unsendable)
+            if size is not None and _utf8_ok(rel, full, unsendable):
+                sent_any = True
+                yield full, rel, size
+        # Only empty directories get an entry (others are implied by their contents), exactly
+        # as official senders do: see the module docstring for why.
+        if dirpath != root and not sent_any and not dirnames:
+            rel = os.path.relpath(dirpath, root)
+            if _utf8_ok(rel, dirpath, unsendable):
+                yield dirpath, rel + "/", None
+
+
+def _utf8_ok(rel: str, full: str, unsendable: Callable[[str, str], None]) -> bool:
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        unsendable(ascii(full), "name is not valid UTF-8")
+        return False
+    return True
+
+
+def _sendable_file(full: str, unsendable: Callable[[str, str], None]) -> int | None:
+    """Return the size of a readable regular file (following links), else report and None."""
+    try:
+        st = os.stat(full)
+    except FileNotFoundError:
+        unsendable(full, "broken symlink" if os.path.islink(full) else "vanished")
+        return None
+    except OSError as err:
+        unsendable(full, err.strerror or str(err))
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        unsendable(full, "not a regular file")
+        return None
+    try:
+        with open(full, "rb"):
+            pass
+    except OSError as err:
+        unsendable(full, err.strerror or str(err))
+        return None
+    return st.st_size

@@ -1,0 +1,391 @@
+"""File-transfer v1 application messages, and the rules that keep received names safe.
+
+The v1 app protocol (protocol summary §4) is a handful of JSON objects, each sent as one
+numbered mailbox phase with exactly one top-level key: ``transit``, ``offer``, ``answer`` or
+``error``. Each becomes a frozen dataclass here so the CLI matches on types, and every way a peer
+can get the JSON wrong ends in one :class:`~hilltop.errors.ProtocolError` (or its subclass
+:class:`~hilltop.errors.UnknownOfferError`, which carries the text official receivers send back).
+
+The second half decides *where* a received file may go. A peer chooses the offered name, so it is
+hostile input: we keep only its last path component (as official receivers do, which defeats
+``~/.ssh/authorized_keys``) and refuse names that cannot be a plain file name at all. We never
+overwrite: official 0.24 overwrites a file named with ``--output-file``, but a transfer that
+silently replaces data is a worse failure than asking the user to pick another name.
+
+Pure apart from reading the filesystem for :func:`target_path` and :func:`free_space`: no
+network, clock or randomness.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from hilltop.errors import ProtocolError, RejectedError, UnknownOfferError
+
+DIRECTORY_MODE: Final = "zipfile/deflated"
+"""The only directory mode 0.24 and wormhole-william send (the zip is STORED all the same)."""
+
+MESSAGE_ACK: Final = "message_ack"
+FILE_ACK: Final = "file_ack"
+
+MAX_NAME_BYTES: Final = 255
+"""NAME_MAX on every common filesystem; longer names would fail later with a cryptic OSError."""
+
+
+def _encode(obj: dict[str, Any]) -> bytes:
+    # Official peers use json.dumps defaults (ASCII-escaped); spacing does not matter on the wire.
+    return json.dumps(obj).encode("utf-8")
+
+
+def _is_count(value: object) -> bool:
+    # JSON booleans decode to bool, a subclass of int: a "filesize": true is still garbage.
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _want_count(body: dict[str, Any], key: str, what: str) -> int:
+    value = body.get(key)
+    if not _is_count(value):
+        raise ProtocolError(f"peer sent a {what} offer with a bad {key!r}: {value!r}")
+    return value
+
+
+def _want_str(body: dict[str, Any], key: str, what: str) -> str:
+    value = body.get(key)
+    if not isinstance(value, str):
+        raise ProtocolError(f"peer sent a {what} offer with a bad {key!r}: {value!r}")
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# Messages
+
+
+@dataclass(frozen=True)
+class TransitMsg:
+    """``{"transit": {"abilities-v1": [...], "hints-v1": [...]}}``.
+
+    Abilities and hints stay raw dicts: `hilltop.hints` parses hints leniently and drops types it
+    does not know, so this layer must not judge them. Non-dict items are dropped here already.
+    """
+
+    abilities: tuple[dict[str, Any], ...] = ()
+    hints: tuple[dict[str, Any], ...] = ()
+
+    def to_wire(self) -> bytes:
+        return _encode({"transit": {"abilities-v1": list(self.abilities),
+                                    "hints-v1": list(self.hints)}})
+
+    @classmethod
+    def from_wire(cls, data: bytes) -> TransitMsg:
+        return _expect(cls, data)
+
+    @classmethod
+    def _from_body(cls, body: object) -> TransitMsg:
+        if not isinstance(body, dict):
+            raise ProtocolError(f"peer sent a transit message that is not an object: {body!r}")
+        return cls(abilities=_dict_items(body, "abilities-v1"), hints=_dict_items(body, "hints-v1"))
+
+
+def _dict_items(body: dict[str, Any], key: str) -> tuple[dict[str, Any], ...]:
+    # A Go nil slice marshals as null, so null means "none" rather than garbage.
+    value = body.get(key)
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise ProtocolError(f"peer sent a transit message whose {key!r} is not a list")
+    return tuple(item for item in value if isinstance(item, dict))
+
+
+@dataclass(frozen=True)
+class TextOffer:
+    """``{"offer": {"message": TEXT}}``: a text message, no transit involved."""
+
+    message: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.message, str):
+            raise TypeError("TextOffer.message must be str")
+
+    def to_wire(self) -> bytes:
+        return _encode({"offer": {"message": self.message}})
+
+    @classmethod
+    def from_wire(cls, data: bytes) -> TextOffer:
+        return _expect(cls, data)
+
+
+@dataclass(frozen=True)
+class FileOffer:
+    """``{"offer": {"file": {"filename": NAME, "filesize": N}}}``.
+
+    ``filename`` is exactly what the peer sent; pass it through :func:`safe_name` before use.
+    """
+
+    filename: str
+    filesize: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.filename, str) or not _is_count(self.filesize):
+            raise TypeError("FileOffer needs a str filename and a non-negative int filesize")
+
+    def to_wire(self) -> bytes:
+        return _encode({"offer": {"file": {"filename": self.filename,
+                                           "filesize": self.filesize}}})
+
+    @classmethod
+    def from_wire(cls, data: bytes) -> FileOffer:
+        return _expect(cls, data)
+
+
+@dataclass(frozen=True)
+class DirectoryOffer:
+    """``{"offer": {"directory": {...}}}``: a directory sent as one zip stream.
+
+    ``zipsize`` is the number of bytes on the wire, ``numbytes`` the sum of the file sizes inside
+    and ``numfiles`` the count of non-directory entries. Official senders write
+    ``mode="zipfile/deflated"`` even though their entries are STORED; receivers accept any zip.
+    """
+
+    dirname: str
+    zipsize: int
+    numbytes: int
+    numfiles: int
+    mode: str = DIRECTORY_MODE
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.dirname, str) or not isinstance(self.mode, str):
+            raise TypeError("DirectoryOffer needs str dirname and mode")
+        if not all(_is_count(n) for n in (self.zipsize, self.numbytes, self.numfiles)):
+            raise TypeError("DirectoryOffer sizes and counts must be non-negative ints")
+
+    def to_wire(self) -> bytes:
+        return _encode({"offer": {"directory": {
+            "mode": self.mode, "dirname": self.dirname, "zipsize": self.zipsize,
+            "numbytes": self.numbytes, "numfiles": self.numfiles}}})
+
+    @classmethod
+    def from_wire(cls, data: bytes) -> DirectoryOffer:
+        return _expect(cls, data)
+
+
+Offer = TextOffer | FileOffer | DirectoryOffer
+
+
+def _offer_from_body(body: object) -> Offer:
+    if not isinstance(body, dict):
+        raise ProtocolError(f"peer sent an offer that is not an object: {body!r}")
+    if "message" in body:
+        message = body["message"]
+        if not isinstance(message, str):
+            raise ProtocolError("peer sent a text offer whose message is not a string")
+        return TextOffer(message)
+    if "file" in body:
+        file = body["file"]
+        if not isinstance(file, dict):
+            raise ProtocolError("peer sent a file offer that is not an object")
+        return FileOffer(_want_str(file, "filename", "file"),
+                         _want_count(file, "filesize", "file"))
+    if "directory" in body:
+        folder = body["directory"]
+        if not isinstance(folder, dict):
+            raise ProtocolError("peer sent a directory offer that is not an object")
+        mode = _want_str(folder, "mode", "directory")
+        if not mode.startswith("zipfile"):
+            raise UnknownOfferError(
+                f"peer offered a directory in an unknown mode {mode!r}", reply="unknown mode")
+        return DirectoryOffer(
+            dirname=_want_str(folder, "dirname", "directory"),
+            zipsize=_want_count(folder, "zipsize", "directory"),
+            numbytes=_want_count(folder, "numbytes", "directory"),
+            numfiles=_want_count(folder, "numfiles", "directory"),
+            mode=mode)
+    kinds = ", ".join(sorted(map(str, body))) or "nothing"
+    raise UnknownOfferError(f"peer offered something we do not know how to receive ({kinds})")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """``{"answer": {"message_ack": "ok"}}`` or ``{"answer": {"file_ack": "ok"}}``.
+
+    Anything but ``"ok"`` means the receiver did not accept; the sender reports the status.
+    """
+
+    kind: Literal["message_ack", "file_ack"]
+    status: str = "ok"
+
+    def __post_init__(self) -> None:
+        if self.kind not in (MESSAGE_ACK, FILE_ACK) or not isinstance(self.status, str):
+            raise TypeError("Answer.kind must be 'message_ack' or 'file_ack', status a str")
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_wire(self) -> bytes:
+        return _encode({"answer": {self.kind: self.status}})
+
+    @classmethod
+    def from_wire(cls, data: bytes) -> Answer:
+        return _expect(cls, data)
+
+    @classmethod
+    def _from_body(cls, body: object) -> Answer:
+        if isinstance(body, dict):
+            for kind in (FILE_ACK, MESSAGE_ACK):
+                if kind in body:
+                    status = body[kind]
+                    if not isinstance(status, str):
+                        raise ProtocolError(f"peer sent an answer with a bad {kind}: {status!r}")
+                    return cls(kind, status)
+        raise ProtocolError(f"peer sent an answer we do not understand: {body!r}")
+
+
+@dataclass(frozen=True)
+class ErrorMsg:
+    """``{"error": TEXT}``: the peer gave up; show the text and stop."""
+
+    text: str
+
+    def to_wire(self) -> bytes:
+        return _encode({"error": self.text})
+
+    @classmethod
+    def from_wire(cls, data: bytes) -> ErrorMsg:
+        return _expect(cls, data)
+
+
+@dataclass(frozen=True)
+class UnknownMessage:
+    """A JSON object with none of the v1 keys. Official peers log and skip these, so do we."""
+
+    keys: tuple[str, ...] = field(default=())
+
+
+AppMessage = (TransitMsg | TextOffer | FileOffer | DirectoryOffer | Answer | ErrorMsg
+              | UnknownMessage)
+
+
+def parse_app_message(data: bytes) -> AppMessage:
+    """Decode one decrypted app phase.
+
+    Raises :class:`ProtocolError` for bytes that are not a UTF-8 JSON object, for a known key with
+    a malformed value, and for two known keys in one message (the v1 rule is exactly one). An
+    ``error`` key wins over everything: the peer has given up, whatever else it sent.
+    Raises :class:`UnknownOfferError` for an offer of a kind or directory mode we cannot take.
+    """
+    try:
+        text = bytes(data).decode("utf-8")
+    except UnicodeDecodeError:
+        raise ProtocolError("peer sent an app message that is not valid UTF-8") from None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ProtocolError(f"peer sent an app message that is not JSON ({err.msg})") from None
+    except (ValueError, RecursionError):
+        raise ProtocolError("peer sent an app message that is not usable JSON") from None
+    if not isinstance(obj, dict):
+        raise ProtocolError("peer sent an app message that is not a JSON object")
+    if "error" in obj:
+        reason = obj["error"]
+        return ErrorMsg(reason if isinstance(reason, str) else json.dumps(reason))
+    known = [key for key in ("transit", "offer", "answer") if key in obj]
+    if not known:
+        return UnknownMessage(tuple(sorted(str(k) for k in obj)))
+    if len(known) > 1:
+        raise ProtocolError(f"peer sent one app message with several parts: {', '.join(known)}")
+    key = known[0]
+    if key == "transit":
+        return TransitMsg._from_body(obj[key])
+    if key == "offer":
+        return _offer_from_body(obj[key])
+    return Answer._from_body(obj[key])
+
+
+def _expect(cls: type, data: bytes) -> Any:
+    message = parse_app_message(data)
+    if not isinstance(message, cls):
+        raise ProtocolError(f"expected a {cls.__name__} message, got {type(message).__name__}")
+    return message
+
+
+# --------------------------------------------------------------------------------------------
+# Where received data may go
+
+
+def safe_name(offered: str) -> str:
+    """Return the last path component of an offered name, or raise :class:`RejectedError`.
+
+    Like official receivers we keep only the basename (``/etc/passwd`` becomes ``passwd``). What
+    is left must be usable as one file name on this system and must not be able to confuse a
+    later step: no empty name, ``.``, ``..``, NUL, backslash, control characters, or more than
+    255 bytes. Backslashes are refused rather than split because they are separators on Windows.
+    """
+    if not isinstance(offered, str):
+        raise RejectedError("peer offered a name that is not text; refusing it")
+    name = offered.rsplit("/", 1)[-1]
+    shown = ascii(offered)
+    if name in ("", ".", ".."):
+        raise RejectedError(f"peer offered an unusable name {shown}; refusing it")
+    if "\\" in name or "\x00" in name:
+        raise RejectedError(f"peer offered a name with a path separator or NUL {shown}; refusing")
+    if any(unicodedata.category(ch) == "Cc" for ch in name):
+        raise RejectedError(f"peer offered a name with control characters {shown}; refusing it")
+    try:
+        encoded = name.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates survive json.loads
+        raise RejectedError(f"peer offered a name that is not valid Unicode {shown}") from None
+    if len(encoded) > MAX_NAME_BYTES:
+        raise RejectedError(f"peer offered a name longer than {MAX_NAME_BYTES} bytes; refusing it")
+    return name
+
+
+def target_path(offer_name: str, output_option: str | None, cwd: str) -> str:
+    """Decide the absolute path a received file or directory will get.
+
+    Without ``-o/--output-file`` it is ``cwd/safe_name(offer_name)``. With it, the option is
+    taken relative to ``cwd``; if it names an existing directory the transfer goes *inside* it
+    under the offered name, as the official receiver does. In every case an existing path
+    (even a dangling symlink) is refused rather than overwritten, and the parent directory must
+    already exist.
+    """
+    name = safe_name(offer_name)
+    if output_option:
+        target = os.path.abspath(os.path.join(cwd, output_option))
+        if os.path.isdir(target):
+            target = os.path.join(target, name)
+    else:
+        target = os.path.abspath(os.path.join(cwd, name))
+    if os.path.lexists(target):
+        raise RejectedError(f"refusing to overwrite existing {target!r}")
+    parent = os.path.dirname(target)
+    if not os.path.isdir(parent):
+        raise RejectedError(f"cannot save to {target!r}: directory {parent!r} does not exist")
+    return target
+
+
+def space_needed(offer: FileOffer | DirectoryOffer) -> int:
+    """Bytes a receiver needs free: a directory briefly holds its zip *and* the unpacked files."""
+    if isinstance(offer, FileOffer):
+        return offer.filesize
+    return offer.zipsize + offer.numbytes
+
+
+def check_free_space(directory: str, needed: int, free_bytes: int | None) -> None:
+    """Refuse a transfer that cannot fit. ``free_bytes=None`` means "unknown": let it through."""
+    if free_bytes is not None and free_bytes < needed:
+        raise RejectedError(
+            f"not enough free space in {directory!r}: need {needed} bytes, "
+            f"only {free_bytes} available")
+
+
+def free_space(directory: str) -> int | None:
+    """Free bytes on the filesystem holding ``directory``, or None when it cannot be told."""
+    try:
+        return shutil.disk_usage(directory).free
+    except OSError:
+        return None

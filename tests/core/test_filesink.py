@@ -1,0 +1,537 @@
+"""hilltop.filesink: received bytes only ever appear complete, and hostile zips write nothing."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import io
+import os
+import stat
+import zipfile
+from pathlib import Path
+
+import pytest
+from hilltop import filesink
+from hilltop.errors import DiskFullError, ProtocolError, RejectedError
+from hilltop.filesink import DirectorySink, FileSink
+from hilltop.filesource import open_source
+from hilltop.transfer import DirectoryOffer
+from zipstream.ng import ZipStream, walk
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def snapshot(root: Path) -> dict[str, tuple]:
+    """Everything under root (not following links): relative path -> (kind, mode, content)."""
+    out: dict[str, tuple] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            st = os.lstat(path)
+            rel = str(path.relative_to(root))
+            if stat.S_ISDIR(st.st_mode):
+                out[rel] = ("dir", stat.S_IMODE(st.st_mode), None)
+            elif stat.S_ISLNK(st.st_mode):
+                out[rel] = ("link", None, os.readlink(path))
+            else:
+                out[rel] = ("file", stat.S_IMODE(st.st_mode), path.read_bytes())
+    return out
+
+
+def feed(sink, data: bytes, step: int = 16384) -> None:
+    for i in range(0, len(data), step):
+        sink.write(data[i:i + step])
+
+
+def zip_bytes(entries: list[tuple], compression: int = zipfile.ZIP_STORED,
+              force_zip64: bool = False) -> bytes:
+    """Build a zip in memory. entries: (name, data, unix_mode or None)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression) as zf:
+        for name, data, mode in entries:
+            info = zipfile.ZipInfo(name)
+            info.compress_type = compression
+            if mode is not None:
+                info.external_attr = mode << 16
+            if force_zip64:
+                with zf.open(info, "w", force_zip64=True) as member:
+                    member.write(data)
+            else:
+                zf.writestr(info, data)
+    return buf.getvalue()
+
+
+def offer_for(data: bytes, dirname: str = "recv", numbytes: int | None = None,
+              numfiles: int | None = None) -> DirectoryOffer:
+    zf = zipfile.ZipFile(io.BytesIO(data))
+    files = [i for i in zf.infolist() if not i.filename.endswith("/")]
+    return DirectoryOffer(
+        dirname, zipsize=len(data),
+        numbytes=sum(i.file_size for i in files) if numbytes is None else numbytes,
+        numfiles=len(files) if numfiles is None else numfiles)
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Path:
+    """A receiving directory nested two deep, so escapes to its parents can be checked."""
+    box = tmp_path / "outer" / "box"
+    box.mkdir(parents=True)
+    (tmp_path / "outer" / "bystander.txt").write_text("untouched")
+    return box
+
+
+# --- FileSink --------------------------------------------------------------------------------
+
+
+def test_file_round_trip(box: Path) -> None:
+    data = os.urandom(100_000)
+    sink = FileSink(str(box / "f.bin"), len(data))
+    assert os.path.basename(sink.temp_path) == ".f.bin.hilltop-part"
+    feed(sink, data[:50_000])
+    assert not (box / "f.bin").exists()
+    assert (box / ".f.bin.hilltop-part").exists()
+    feed(sink, data[50_000:])
+    assert sink.finish() == hashlib.sha256(data).hexdigest()
+    assert (box / "f.bin").read_bytes() == data
+    assert os.listdir(box) == ["f.bin"]
+    sink.abort()  # a no-op now
+    assert (box / "f.bin").exists()
+
+
+def test_empty_file(box: Path) -> None:
+    sink = FileSink(str(box / "empty"), 0)
+    assert sink.finish() == hashlib.sha256(b"").hexdigest()
+    assert (box / "empty").read_bytes() == b""
+    assert os.listdir(box) == ["empty"]
+
+
+def test_file_gets_default_permissions(box: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        sink = FileSink(str(box / "f"), 1)
+        sink.write(b"x")
+        sink.finish()
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(box / "f").st_mode) == 0o644
+
+
+def test_more_bytes_than_offered(box: Path) -> None:
+    sink = FileSink(str(box / "f"), 10)
+    sink.write(b"x" * 8)
+    with pytest.raises(ProtocolError, match="more than the 10 bytes"):
+        sink.write(b"x" * 3)
+    assert os.listdir(box) == []
+    with pytest.raises(Exception, match="already aborted"):
+        sink.write(b"x")
+
+
+def test_fewer_bytes_than_offered(box: Path) -> None:
+    sink = FileSink(str(box / "f"), 10)
+    sink.write(b"x" * 9)
+    with pytest.raises(ProtocolError, match="ended early: got 9 of 10 bytes"):
+        sink.finish()
+    assert os.listdir(box) == []
+
+
+def test_hash_mismatch(box: Path) -> None:
+    sink = FileSink(str(box / "f"), 3)
+    sink.write(b"abc")
+    with pytest.raises(ProtocolError, match="SHA-256"):
+        sink.finish(expected_sha256=hashlib.sha256(b"abd").hexdigest())
+    assert os.listdir(box) == []
+
+
+def test_matching_hash_accepted(box: Path) -> None:
+    sink = FileSink(str(box / "f"), 3)
+    sink.write(b"abc")
+    sink.finish(expected_sha256=hashlib.sha256(b"abc").hexdigest().upper())
+    assert (box / "f").read_bytes() == b"abc"
+
+
+def test_leaving_context_without_finish_cleans_up(box: Path) -> None:
+    with FileSink(str(box / "f"), 10) as sink:
+        sink.write(b"12345")
+    assert os.listdir(box) == []
+
+
+def test_target_that_appeared_meanwhile_is_not_overwritten(box: Path) -> None:
+    sink = FileSink(str(box / "f"), 3)
+    sink.write(b"new")
+    (box / "f").write_text("precious")
+    with pytest.raises(RejectedError, match="appeared while receiving"):
+        sink.finish()
+    assert (box / "f").read_text() == "precious"
+    assert os.listdir(box) == ["f"]
+
+
+def test_without_hard_links_still_refuses_to_overwrite(box: Path, monkeypatch) -> None:
+    def no_links(*args, **kwargs):
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(filesink.os, "link", no_links)
+    sink = FileSink(str(box / "f"), 3)
+    sink.write(b"abc")
+    sink.finish()
+    assert (box / "f").read_bytes() == b"abc"
+    assert os.listdir(box) == ["f"]
+
+    sink = FileSink(str(box / "g"), 3)
+    sink.write(b"abc")
+    (box / "g").write_text("precious")
+    with pytest.raises(RejectedError):
+        sink.finish()
+    assert (box / "g").read_text() == "precious"
+    assert sorted(os.listdir(box)) == ["f", "g"]
+
+
+def test_stale_temp_file_does_not_block(box: Path) -> None:
+    (box / ".f.hilltop-part").write_text("left from a crash")
+    sink = FileSink(str(box / "f"), 1)
+    assert sink.temp_path != str(box / ".f.hilltop-part")
+    sink.write(b"x")
+    sink.finish()
+    assert (box / "f").read_bytes() == b"x"
+    assert (box / ".f.hilltop-part").read_text() == "left from a crash"
+
+
+def test_very_long_name_still_gets_a_temp_name(box: Path) -> None:
+    name = "n" * 255
+    sink = FileSink(str(box / name), 1)
+    assert len(os.path.basename(sink.temp_path).encode()) <= 255
+    sink.write(b"x")
+    sink.finish()
+    assert (box / name).read_bytes() == b"x"
+
+
+def disk_fills_after(monkeypatch, calls: int) -> None:
+    real = filesink._write_all
+    count = {"n": 0}
+
+    def write_all(fd: int, data: bytes) -> None:
+        count["n"] += 1
+        if count["n"] > calls:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(fd, data)
+
+    monkeypatch.setattr(filesink, "_write_all", write_all)
+
+
+def test_disk_full_is_clear_and_leaves_nothing(box: Path, monkeypatch) -> None:
+    disk_fills_after(monkeypatch, 2)
+    sink = FileSink(str(box / "f"), 100)
+    sink.write(b"x" * 10)
+    sink.write(b"x" * 10)
+    with pytest.raises(DiskFullError) as info:
+        sink.write(b"x" * 10)
+    assert "disk full" in str(info.value) and "\n" not in str(info.value)
+    assert os.listdir(box) == []
+
+
+def test_unwritable_directory_is_a_clear_error(box: Path) -> None:
+    with pytest.raises(Exception, match="creating a temporary file") as info:
+        FileSink(str(box / "missing-dir" / "f"), 1)
+    assert "Traceback" not in str(info.value)
+
+
+# --- DirectorySink: round trips --------------------------------------------------------------
+
+
+def make_tree(root: Path) -> Path:
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "empty").mkdir()
+    (root / "a" / "b" / "deep.txt").write_bytes(os.urandom(40_000))
+    (root / "a" / "run.sh").write_bytes(b"#!/bin/sh\n")
+    (root / "a" / "run.sh").chmod(0o755)
+    (root / "zero").write_bytes(b"")
+    (root / "über ☃.txt").write_text("snow")
+    (root / "日本").mkdir()
+    (root / "日本" / "ß.txt").write_text("x")
+    (root / "secret").write_bytes(b"s")
+    (root / "secret").chmod(0o600)
+    (root / "a").chmod(0o750)
+    return root
+
+
+def test_directory_round_trip_preserves_tree_and_modes(tmp_path: Path, box: Path) -> None:
+    tree = make_tree(tmp_path / "tree")
+    source = open_source(str(tree))
+    target = box / source.offer.dirname
+    sent = hashlib.sha256()
+    with source, DirectorySink(str(target), source.offer) as sink:
+        for chunk in source:
+            sent.update(chunk)
+            sink.write(chunk)
+        assert sink.finish() == sent.hexdigest()
+    assert without_full_dir_modes(snapshot(target)) == without_full_dir_modes(snapshot(tree))
+    assert stat.S_IMODE(os.stat(target / "a" / "run.sh").st_mode) == 0o755
+    assert stat.S_IMODE(os.stat(target / "secret").st_mode) == 0o600
+    assert os.listdir(box) == ["tree"]
+
+
+def without_full_dir_modes(snap: dict[str, tuple]) -> dict[str, tuple]:
+    """Non-empty folders have no zip entry (as in official 0.24), so their mode is not sent."""
+    def has_children(rel: str) -> bool:
+        return any(other.startswith(rel + "/") for other in snap)
+
+    return {rel: (kind, None if kind == "dir" and has_children(rel) else mode, content)
+            for rel, (kind, mode, content) in snap.items()}
+
+
+def test_empty_directory_round_trip(tmp_path: Path, box: Path) -> None:
+    (tmp_path / "nothing").mkdir()
+    with open_source(str(tmp_path / "nothing")) as source:
+        sink = DirectorySink(str(box / "nothing"), source.offer)
+        feed(sink, b"".join(source))
+        sink.finish()
+    assert (box / "nothing").is_dir() and os.listdir(box / "nothing") == []
+    assert os.listdir(box) == ["nothing"]
+
+
+def official_zip(tree: Path) -> bytes:
+    """A zip built the way official 0.24's sender builds it (only empty dirs get entries)."""
+    zs = ZipStream(sized=True)
+    for path in walk(str(tree), preserve_empty=True, followlinks=True):
+        zs.add_path(path, arcname=os.path.relpath(path, str(tree)), recurse=False)
+    data = bytes(zs)
+    assert len(data) == len(zs)
+    return data
+
+
+def test_official_sender_zip_accepted(tmp_path: Path, box: Path) -> None:
+    tree = make_tree(tmp_path / "tree")
+    data = official_zip(tree)
+    sink = DirectorySink(str(box / "tree"), offer_for(data, "tree"))
+    feed(sink, data)
+    sink.finish()
+    got = snapshot(box / "tree")
+    want = snapshot(tree)
+    assert {k: v[2] for k, v in got.items()} == {k: v[2] for k, v in want.items()}
+    assert got["a/run.sh"][1] == 0o755
+
+
+def test_official_sender_zip_of_empty_directory_accepted(tmp_path: Path, box: Path) -> None:
+    (tmp_path / "nothing").mkdir()
+    data = official_zip(tmp_path / "nothing")
+    assert zipfile.ZipFile(io.BytesIO(data)).namelist() == ["./"]
+    sink = DirectorySink(str(box / "nothing"), offer_for(data, "nothing"))
+    feed(sink, data)
+    sink.finish()
+    assert os.listdir(box / "nothing") == []
+
+
+@pytest.mark.parametrize(("compression", "zip64"), [
+    (zipfile.ZIP_DEFLATED, False), (zipfile.ZIP_STORED, True), (zipfile.ZIP_DEFLATED, True)])
+def test_any_standard_zip_accepted(box: Path, compression: int, zip64: bool) -> None:
+    entries = [("d/", b"", 0o40755), ("d/x.txt", b"hello " * 1000, 0o100640),
+               ("plain.txt", b"no mode", None)]
+    data = zip_bytes(entries, compression, force_zip64=zip64)
+    sink = DirectorySink(str(box / "recv"), offer_for(data))
+    feed(sink, data, 100)
+    sink.finish()
+    assert (box / "recv" / "d" / "x.txt").read_bytes() == b"hello " * 1000
+    assert stat.S_IMODE(os.stat(box / "recv" / "d" / "x.txt").st_mode) == 0o640
+    assert (box / "recv" / "plain.txt").read_bytes() == b"no mode"
+
+
+def test_read_only_folders_are_created_and_cleaned(box: Path) -> None:
+    data = zip_bytes([("ro/", b"", 0o40555), ("ro/f", b"x", 0o100444)])
+    sink = DirectorySink(str(box / "recv"), offer_for(data))
+    feed(sink, data)
+    sink.finish()
+    assert stat.S_IMODE(os.stat(box / "recv" / "ro").st_mode) == 0o555
+    assert (box / "recv" / "ro" / "f").read_bytes() == b"x"
+    os.chmod(box / "recv" / "ro", 0o755)
+
+
+# --- DirectorySink: hostile zips -------------------------------------------------------------
+
+HOSTILE = {
+    "dotdot": [("../x", b"evil", 0o100644)],
+    "dotdot-deep": [("a/../../x", b"evil", 0o100644)],
+    "dotdot-dir": [("../evil/", b"", 0o40755)],
+    "absolute": [("/etc/x", b"evil", 0o100644)],
+    "absolute-tmp": [("//tmp/x", b"evil", 0o100644)],
+    "drive": [("C:/x", b"evil", 0o100644)],
+    "drive-relative": [("c:x", b"evil", 0o100644)],
+    "backslash": [("..\\..\\x", b"evil", 0o100644)],
+    "symlink": [("link", b"/etc/passwd", 0o120777)],
+    "symlink-then-through": [("d", b"..", 0o120777), ("d/x", b"evil", 0o100644)],
+    "fifo": [("pipe", b"", 0o10644)],
+    "device": [("dev", b"", 0o20644)],
+    "duplicate": [("x", b"one", 0o100644), ("x", b"two", 0o100644)],
+    "duplicate-case": [("Readme", b"one", 0o100644), ("README", b"two", 0o100644)],
+    "duplicate-unicode-form": [("e\u0301", b"one", 0o100644), ("\u00e9", b"two", 0o100644)],
+    "duplicate-dot": [("a/x", b"one", 0o100644), ("a/./x", b"two", 0o100644)],
+    "file-then-dir": [("a", b"file", 0o100644), ("a/b", b"inside", 0o100644)],
+    "dir-then-file": [("a/", b"", 0o40755), ("a", b"file", 0o100644)],
+    "control-char": [("bad\x1bname", b"x", 0o100644)],
+    "long-component": [("n" * 256, b"x", 0o100644)],
+    "empty-file-name": [("./", b"", 0o40755), (".", b"x", 0o100644)],
+}
+
+
+def assert_nothing_written(tmp_path: Path, before: dict) -> None:
+    assert snapshot(tmp_path) == before
+    assert not os.path.lexists("/etc/x") or os.path.getsize("/etc/x") != 4
+
+
+@pytest.mark.filterwarnings("ignore:Duplicate name")
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_zip_refused_and_nothing_written(tmp_path: Path, box: Path, case: str) -> None:
+    # Put a benign file first: it must not be extracted either, because checks come first.
+    data = zip_bytes([("benign.txt", b"ok", 0o100644), *HOSTILE[case]])
+    before = snapshot(tmp_path)
+    sink = DirectorySink(str(box / "recv"), offer_for(data))
+    feed(sink, data)
+    with pytest.raises(ProtocolError, match="refusing the received folder") as info:
+        sink.finish()
+    assert "\n" not in str(info.value)
+    assert_nothing_written(tmp_path, before)
+
+
+def test_encrypted_entry_refused(tmp_path: Path, box: Path) -> None:
+    data = bytearray(zip_bytes([("x", b"data", 0o100644)]))
+    # Set the "encrypted" flag bit in both the local and the central header.
+    for sig in (b"PK\x03\x04", b"PK\x01\x02"):
+        pos = data.index(sig)
+        flag_at = pos + (6 if sig == b"PK\x03\x04" else 8)
+        data[flag_at] |= 1
+    before = snapshot(tmp_path)
+    sink = DirectorySink(str(box / "recv"), offer_for(bytes(data)))
+    feed(sink, bytes(data))
+    with pytest.raises(ProtocolError, match="encrypted"):
+        sink.finish()
+    assert_nothing_written(tmp_path, before)
+
+
+def test_more_unpacked_bytes_than_offered_refused(tmp_path: Path, box: Path) -> None:
+    big = b"\0" * (5 * 1024 * 1024)
+    data = zip_bytes([("bomb", big, 0o100644)], zipfile.ZIP_DEFLATED)
+    assert len(data) < 100_000
+    before = snapshot(tmp_path)
+    sink = DirectorySink(str(box / "recv"), offer_for(data, numbytes=10))
+    feed(sink, data)
+    with pytest.raises(ProtocolError, match="unpacks to 5242880 bytes, but 10 were offered"):
+        sink.finish()
+    assert_nothing_written(tmp_path, before)
+
+
+def test_many_more_files_than_offered_refused(tmp_path: Path, box: Path) -> None:
+    data = zip_bytes([(f"f{i}", b"", 0o100644) for i in range(200)])
+    before = snapshot(tmp_path)
+    sink = DirectorySink(str(box / "recv"), offer_for(data, numfiles=1))
+    feed(sink, data)
+    with pytest.raises(ProtocolError, match="holds 200 files, but 1 were offered"):
+        sink.finish()
+    assert_nothing_written(tmp_path, before)
+
+
+def test_small_disagreement_with_offer_tolerated(box: Path) -> None:
+    data = zip_bytes([("a", b"12345", 0o100644), ("b", b"", 0o100644)])
+    sink = DirectorySink(str(box / "recv"), offer_for(data, numbytes=4, numfiles=1))
+    feed(sink, data)
+    sink.finish()
+    assert sorted(os.listdir(box / "recv")) == ["a", "b"]
+
+
+def test_garbage_instead_of_zip(tmp_path: Path, box: Path) -> None:
+    data = b"this is not a zip file at all" * 10
+    before = snapshot(tmp_path)
+    sink = DirectorySink(str(box / "recv"), DirectoryOffer("recv", len(data), 1, 1))
+    feed(sink, data)
+    with pytest.raises(ProtocolError, match="not a usable zip"):
+        sink.finish()
+    assert_nothing_written(tmp_path, before)
+
+
+def test_corrupted_member_leaves_nothing(tmp_path: Path, box: Path) -> None:
+    data = bytearray(zip_bytes([("good", b"fine", 0o100644), ("bad", b"A" * 1000, 0o100644)]))
+    data[data.index(b"A" * 1000) + 500] ^= 0xFF  # CRC mismatch, found only while unpacking
+    before = snapshot(tmp_path)
+    sink = DirectorySink(str(box / "recv"), offer_for(bytes(data)))
+    feed(sink, bytes(data))
+    with pytest.raises(ProtocolError, match="not a usable zip"):
+        sink.finish()
+    assert_nothing_written(tmp_path, before)
+
+
+# --- DirectorySink: byte counts, existing targets, disk full ---------------------------------
+
+
+def test_directory_short_stream(tmp_path: Path, box: Path) -> None:
+    data = zip_bytes([("x", b"data", 0o100644)])
+    before = snapshot(tmp_path)
+    sink = DirectorySink(str(box / "recv"), offer_for(data))
+    feed(sink, data[:-1])
+    with pytest.raises(ProtocolError, match="ended early"):
+        sink.finish()
+    assert_nothing_written(tmp_path, before)
+
+
+def test_directory_long_stream(tmp_path: Path, box: Path) -> None:
+    data = zip_bytes([("x", b"data", 0o100644)])
+    before = snapshot(tmp_path)
+    sink = DirectorySink(str(box / "recv"), offer_for(data))
+    with pytest.raises(ProtocolError, match="more than"):
+        feed(sink, data + b"!")
+    assert_nothing_written(tmp_path, before)
+
+
+def test_directory_target_appeared_meanwhile(tmp_path: Path, box: Path) -> None:
+    data = zip_bytes([("x", b"data", 0o100644)])
+    sink = DirectorySink(str(box / "recv"), offer_for(data))
+    feed(sink, data)
+    (box / "recv").mkdir()
+    (box / "recv" / "mine").write_text("precious")
+    with pytest.raises(RejectedError, match="appeared while receiving"):
+        sink.finish()
+    assert snapshot(box) == {"recv": ("dir", snapshot(box)["recv"][1], None),
+                             "recv/mine": ("file", snapshot(box)["recv/mine"][1], b"precious")}
+
+
+@pytest.mark.parametrize("kind", ["file", "empty-dir"])
+def test_directory_target_of_any_kind_not_replaced(box: Path, kind: str) -> None:
+    data = zip_bytes([("x", b"data", 0o100644)])
+    sink = DirectorySink(str(box / "recv"), offer_for(data))
+    feed(sink, data)
+    if kind == "file":
+        (box / "recv").write_text("precious")
+    else:
+        (box / "recv").mkdir()
+    with pytest.raises(RejectedError):
+        sink.finish()
+    assert os.listdir(box) == ["recv"]
+    if kind == "file":
+        assert (box / "recv").read_text() == "precious"
+    else:
+        assert os.listdir(box / "recv") == []
+
+
+def test_directory_disk_full_while_unpacking(tmp_path: Path, box: Path, monkeypatch) -> None:
+    data = zip_bytes([(f"f{i}", b"x" * 100, 0o100644) for i in range(5)])
+    before = snapshot(tmp_path)
+    sink = DirectorySink(str(box / "recv"), offer_for(data))
+    feed(sink, data, len(data))  # one write for the spool, then one per member
+    disk_fills_after(monkeypatch, 3)
+    with pytest.raises(DiskFullError):
+        sink.finish()
+    assert_nothing_written(tmp_path, before)
+
+
+def test_directory_disk_full_while_receiving(tmp_path: Path, box: Path, monkeypatch) -> None:
+    data = zip_bytes([("x", b"x" * 100, 0o100644)])
+    before = snapshot(tmp_path)
+    disk_fills_after(monkeypatch, 0)
+    sink = DirectorySink(str(box / "recv"), offer_for(data))
+    with pytest.raises(DiskFullError):
+        sink.write(data)
+    assert_nothing_written(tmp_path, before)
+
+
+def test_directory_temp_names_are_hidden(box: Path) -> None:
+    data = zip_bytes([("x", b"data", 0o100644)])
+    with DirectorySink(str(box / "recv"), offer_for(data)) as sink:
+        sink.write(data[:10])
+        assert os.listdir(box) == [".recv.hilltop-zip"]
+    assert os.listdir(box) == []

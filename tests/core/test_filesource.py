@@ -1,0 +1,273 @@
+"""hilltop.filesource: offers and byte streams for files and directories (sized zip)."""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+import tempfile
+import zipfile
+from pathlib import Path
+
+import pytest
+from hilltop.errors import UnsendableError
+from hilltop.filesource import CHUNK_SIZE, DirectorySource, FileSource, open_source
+from hilltop.transfer import DirectoryOffer, FileOffer
+
+
+def _permissions_are_bypassed() -> bool:
+    """True for root with CAP_DAC_OVERRIDE: it reads mode-000 files, so those tests cannot fail."""
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = Path(tmp) / "probe"
+        probe.write_text("x")
+        probe.chmod(0)
+        try:
+            probe.read_text()
+        except PermissionError:
+            return False
+        return True
+
+
+ROOT = _permissions_are_bypassed()
+
+
+def read_all(source, n: int = CHUNK_SIZE) -> bytes:
+    out = bytearray()
+    while chunk := source.read(n):
+        assert len(chunk) <= n
+        out += chunk
+    assert source.read(n) == b""
+    return bytes(out)
+
+
+def make_tree(root: Path) -> Path:
+    """A small tree with nested folders, an empty folder, an empty file and non-ASCII names."""
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "empty").mkdir()
+    (root / "a" / "b" / "deep.txt").write_bytes(b"deep\n" * 1000)
+    (root / "a" / "run.sh").write_bytes(b"#!/bin/sh\n")
+    (root / "a" / "run.sh").chmod(0o755)
+    (root / "zero").write_bytes(b"")
+    (root / "über ☃.txt").write_text("snow")
+    (root / "secret").write_bytes(b"s")
+    (root / "secret").chmod(0o600)
+    (root / "a").chmod(0o750)
+    return root
+
+
+# --- files ---------------------------------------------------------------------------------------
+
+def test_file_offer_and_bytes(tmp_path: Path) -> None:
+    data = os.urandom(3 * CHUNK_SIZE + 5)
+    (tmp_path / "blob.bin").write_bytes(data)
+    with open_source("blob.bin", cwd=str(tmp_path)) as source:
+        assert isinstance(source, FileSource)
+        assert source.offer == FileOffer("blob.bin", len(data))
+        assert source.size == len(data)
+        assert read_all(source, 1000) == data
+
+
+def test_iterating_gives_record_sized_chunks(tmp_path: Path) -> None:
+    (tmp_path / "f").write_bytes(b"x" * (CHUNK_SIZE + 1))
+    with open_source(str(tmp_path / "f")) as source:
+        assert [len(c) for c in source] == [CHUNK_SIZE, 1]
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    (tmp_path / "e").write_bytes(b"")
+    with open_source(str(tmp_path / "e")) as source:
+        assert source.offer == FileOffer("e", 0)
+        assert read_all(source) == b""
+
+
+def test_symlink_offers_the_link_name(tmp_path: Path) -> None:
+    (tmp_path / "real.txt").write_text("content")
+    os.symlink("real.txt", tmp_path / "alias.txt")
+    with open_source("alias.txt", cwd=str(tmp_path)) as source:
+        assert source.offer == FileOffer("alias.txt", 7)
+        assert read_all(source) == b"content"
+
+
+def test_trailing_slash_still_names_the_directory(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    with open_source("d/", cwd=str(tmp_path)) as source:
+        assert source.offer.dirname == "d"
+
+
+def test_missing_path(tmp_path: Path) -> None:
+    with pytest.raises(UnsendableError, match="no file or directory named 'nope'"):
+        open_source("nope", cwd=str(tmp_path))
+
+
+def test_fifo_is_unsendable(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(UnsendableError, match="not a regular file"):
+        open_source(str(tmp_path / "pipe"))
+
+
+@pytest.mark.skipif(ROOT, reason="root can read everything")
+def test_unreadable_file(tmp_path: Path) -> None:
+    (tmp_path / "locked").write_text("x")
+    (tmp_path / "locked").chmod(0)
+    with pytest.raises(UnsendableError, match="Permission denied"):
+        open_source(str(tmp_path / "locked"))
+
+
+def test_file_that_shrinks_while_sending(tmp_path: Path) -> None:
+    (tmp_path / "f").write_bytes(b"x" * 100)
+    with open_source(str(tmp_path / "f")) as source:
+        (tmp_path / "f").write_bytes(b"x" * 10)
+        with pytest.raises(UnsendableError, match="got shorter"):
+            read_all(source)
+
+
+def test_file_that_grows_sends_only_the_offered_size(tmp_path: Path) -> None:
+    (tmp_path / "f").write_bytes(b"x" * 10)
+    with open_source(str(tmp_path / "f")) as source:
+        with open(tmp_path / "f", "ab") as grow:
+            grow.write(b"y" * 10)
+        assert read_all(source) == b"x" * 10
+
+
+# --- directories ---------------------------------------------------------------------------------
+
+def zip_of(source) -> tuple[bytes, zipfile.ZipFile]:
+    data = read_all(source, 777)
+    assert len(data) == source.offer.zipsize
+    return data, zipfile.ZipFile(io.BytesIO(data))
+
+
+def test_directory_offer_matches_the_zip(tmp_path: Path) -> None:
+    make_tree(tmp_path / "tree")
+    with open_source("tree", cwd=str(tmp_path)) as source:
+        assert isinstance(source, DirectorySource)
+        offer = source.offer
+        assert isinstance(offer, DirectoryOffer)
+        assert (offer.dirname, offer.mode) == ("tree", "zipfile/deflated")
+        _, zf = zip_of(source)
+    assert zf.testzip() is None
+    files = [i for i in zf.infolist() if not i.is_dir()]
+    assert offer.numfiles == len(files) == 5
+    assert offer.numbytes == sum(i.file_size for i in files) == 5000 + 10 + 0 + 4 + 1
+    assert all(i.compress_type == zipfile.ZIP_STORED for i in zf.infolist())
+    names = zf.namelist()
+    # Like official 0.24, only empty directories get entries (see hilltop.filesource).
+    assert set(names) == {"a/b/deep.txt", "a/run.sh", "empty/", "secret", "zero", "über ☃.txt"}
+    assert zf.read("a/b/deep.txt") == b"deep\n" * 1000
+    assert zf.read("über ☃.txt") == b"snow"
+
+
+def test_directory_modes_go_in_external_attributes(tmp_path: Path) -> None:
+    make_tree(tmp_path / "tree")
+    with open_source(str(tmp_path / "tree")) as source:
+        _, zf = zip_of(source)
+    modes = {i.filename: i.external_attr >> 16 for i in zf.infolist()}
+    assert stat.S_IMODE(modes["a/run.sh"]) == 0o755
+    assert stat.S_IMODE(modes["secret"]) == 0o600
+    assert stat.S_ISDIR(modes["empty/"]) and stat.S_ISREG(modes["zero"])
+
+
+def test_empty_directory(tmp_path: Path) -> None:
+    (tmp_path / "nothing").mkdir()
+    with open_source(str(tmp_path / "nothing")) as source:
+        assert source.offer == DirectoryOffer("nothing", zipsize=22, numbytes=0, numfiles=0)
+        _, zf = zip_of(source)
+    assert zf.namelist() == []
+
+
+def test_symlinks_inside_are_followed_and_loops_cut(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    (tree / "d").mkdir(parents=True)
+    (tree / "d" / "f.txt").write_text("f")
+    os.symlink("d/f.txt", tree / "link.txt")
+    os.symlink("..", tree / "d" / "up")          # a loop back to the top
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "o.txt").write_text("o")
+    os.symlink(outside, tree / "ext")
+    with open_source(str(tree)) as source:
+        _, zf = zip_of(source)
+    assert sorted(zf.namelist()) == ["d/f.txt", "ext/o.txt", "link.txt"]
+    assert zf.read("link.txt") == b"f"
+    assert not any(stat.S_ISLNK(i.external_attr >> 16) for i in zf.infolist())
+
+
+def test_broken_symlink_is_unsendable_or_skipped(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "ok").write_text("ok")
+    os.symlink("missing", tree / "dangling")
+    with pytest.raises(UnsendableError, match="dangling: broken symlink"):
+        open_source(str(tree))
+    with open_source(str(tree), skip_unsendable=True) as source:
+        assert len(source.skipped) == 1 and "dangling" in source.skipped[0]
+        assert source.offer.numfiles == 1
+        _, zf = zip_of(source)
+    assert zf.namelist() == ["ok"]
+
+
+def test_fifo_inside_directory_is_unsendable_or_skipped(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    os.mkfifo(tree / "pipe")
+    with pytest.raises(UnsendableError, match="pipe: not a regular file"):
+        open_source(str(tree))
+    with open_source(str(tree), skip_unsendable=True) as source:
+        _, zf = zip_of(source)
+    assert zf.namelist() == []
+
+
+def test_directory_left_empty_by_skipping_still_arrives(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    (tree / "sub").mkdir(parents=True)
+    os.mkfifo(tree / "sub" / "pipe")
+    with open_source(str(tree), skip_unsendable=True) as source:
+        _, zf = zip_of(source)
+    assert zf.namelist() == ["sub/"]
+
+
+@pytest.mark.skipif(ROOT, reason="root can read everything")
+def test_unreadable_entries_inside_directory(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    (tree / "closed").mkdir(parents=True)
+    (tree / "closed" / "x").write_text("x")
+    (tree / "locked").write_text("x")
+    (tree / "locked").chmod(0)
+    (tree / "closed").chmod(0)
+    try:
+        with pytest.raises(UnsendableError, match="Permission denied"):
+            open_source(str(tree))
+        with open_source(str(tree), skip_unsendable=True) as source:
+            _, zf = zip_of(source)
+        assert zf.namelist() == []
+        assert len(source.skipped) == 2
+    finally:
+        (tree / "closed").chmod(0o755)
+
+
+def test_file_changing_size_inside_directory(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "f").write_bytes(b"x" * 100)
+    with open_source(str(tree)) as source:
+        (tree / "f").write_bytes(b"x" * 200)
+        with pytest.raises(UnsendableError, match="changed"):
+            read_all(source)
+
+
+def test_file_vanishing_inside_directory(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "f").write_bytes(b"x" * 100)
+    with open_source(str(tree)) as source:
+        (tree / "f").unlink()
+        with pytest.raises(UnsendableError, match="No such file"):
+            read_all(source)
+
+
+def test_close_before_reading_everything(tmp_path: Path) -> None:
+    make_tree(tmp_path / "tree")
+    source = open_source(str(tmp_path / "tree"))
+    source.read(10)
+    source.close()
+    source.close()
