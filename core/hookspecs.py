@@ -1,0 +1,149 @@
+"""The transport plugin contract: the only pluggy hook specification in hilltop.
+
+A transport is a class registered in the ``hilltop.transports`` entry-point group (the built-in
+direct-tcp and relay transports register exactly as a third party would). :mod:`hilltop.plugins`
+instantiates it, checks its ``api`` attribute equals :data:`API_VERSION`, and registers the
+instance. Hooks are called in the order listed here:
+
+1. :func:`hilltop_transport_info` whenever hilltop needs to know what the transport is;
+2. :func:`hilltop_transport_start` once per transit session, before hints are sent to the peer;
+3. :func:`hilltop_transport_connect` once per peer hint the race decides to dial;
+4. :func:`hilltop_transport_stop` once per session, always, even if start failed.
+
+A transport does I/O only. It never touches JSON, crypto, the transit handshake or the choice
+of winner: it hands back :class:`hilltop.streams.ByteStream` objects, and the runner runs the
+same handshake over every stream. Implementations may accept fewer arguments than the spec
+(pluggy's opt-in arguments), so specs can gain arguments without breaking plugins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import pluggy
+
+if TYPE_CHECKING:
+    from hilltop.hints import Hint
+    from hilltop.hints.relay_v1 import Hint as RelayHint
+    from hilltop.streams import ByteStream
+
+PROJECT = "hilltop"
+API_VERSION = 1
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@dataclass(frozen=True)
+class TransportInfo:
+    """What a transport is, for the race and for the ``wormhole transports`` command.
+
+    * ``name``: short and unique, used by ``--transports`` (e.g. ``direct-tcp``).
+    * ``hint_types``: the wire hint types it can dial and may contribute (``direct-tcp-v1``).
+    * ``tier``: 0 dials at once; higher tiers are held back (relays: 2 s after direct dials,
+      each (tier, priority) group 2 s after the one before).
+    * ``start_delay``: extra seconds added to this transport's scheduled start.
+    * ``relay``: streams go through a transit relay, so the handshake first writes the relay
+      line; the hints this transport contributes are also dialled by ourselves.
+    * ``usable`` / ``why_not``: whether it can work right now, and if not, a one-line reason
+      (e.g. "Tor is not running") for the user.
+    """
+
+    name: str
+    hint_types: tuple[str, ...]
+    tier: int = 0
+    start_delay: float = 0.0
+    relay: bool = False
+    usable: bool = True
+    why_not: str = ""
+    description: str = ""
+
+
+@dataclass
+class TransitSession:
+    """Everything a transport may need during one transit session; passed to every hook.
+
+    * ``reactor``: the Twisted reactor (asyncio-backed) to do I/O with.
+    * ``role``: ``"sender"`` or ``"receiver"`` (the file-transfer role).
+    * ``no_listen``: the user asked us not to accept inbound connections.
+    * ``tor``: every outbound connection must go through Tor; transports that would reveal our
+      address (listening, direct dials) must decline.
+    * ``transit_helpers``: our configured relays (from ``--transit-helper``).
+    * ``local_addresses``: addresses to advertise for listeners; None means discover them.
+    * ``offer_inbound``: a listener calls this with each accepted :class:`ByteStream`.
+    * ``options``: free-form per-transport settings, keyed by transport name.
+    """
+
+    reactor: Any
+    role: Literal["sender", "receiver"]
+    no_listen: bool = False
+    tor: bool = False
+    transit_helpers: Sequence[RelayHint] = ()
+    local_addresses: Sequence[str] | None = None
+    offer_inbound: Callable[[ByteStream], None] = lambda stream: stream.close()
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@hookspec
+def hilltop_transport_info() -> TransportInfo:
+    """Describe this transport.
+
+    Called at load time (to check the plugin works and to apply ``--transports``), by the
+    ``wormhole transports`` command, and by the runner to learn tiers. Must be cheap and must
+    not raise; report problems through ``usable=False`` and ``why_not``.
+
+    :return: one :class:`TransportInfo`.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def hilltop_transport_start(session: TransitSession) -> Sequence[Hint] | Any:
+    """Start listening (if the transport listens) and contribute hints for the peer.
+
+    Called once per transit session, before our ``transit`` message is sent, so the hints can
+    travel through the mailbox. A listener hands every accepted connection to
+    ``session.offer_inbound``. The transport may decline by returning ``[]`` (``--no-listen``,
+    ``--tor``, nothing configured). A raising implementation is logged and treated as ``[]``;
+    the other transports still run.
+
+    :param session: the :class:`TransitSession`.
+    :return: a list of hints, or a Deferred that fires with one (e.g. an onion service that
+        takes time to publish).
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec(firstresult=True)
+def hilltop_transport_connect(hint: Hint, session: TransitSession) -> Any:
+    """Dial one hint.
+
+    Called by the race when it decides to start an attempt; stops at the first non-None result.
+    Return None when the hint is not yours (another type, or ``session.tor`` forbids it).
+
+    :param hint: one parsed hint (a ``relay-v1`` hint carries exactly one endpoint).
+    :param session: the :class:`TransitSession`.
+    :return: a Deferred that fires with a connected :class:`hilltop.streams.ByteStream`, or
+        fails. Cancelling the Deferred must abort the attempt and close anything half-open.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def hilltop_transport_stop(session: TransitSession) -> Any:
+    """Stop listeners and release what start acquired.
+
+    Always called once per session after the race ends (won or lost) or is abandoned, also
+    when start failed or was never reached. Must not close streams already handed out: the
+    winning connection belongs to the caller, and the runner closes the losers itself.
+
+    :param session: the :class:`TransitSession`.
+    :return: None, or a Deferred that fires once everything is released.
+
+    .. versionadded:: 0.1
+    """

@@ -1,0 +1,193 @@
+"""The byte-stream seam between transports and the transit runner, plus the TCP adapter.
+
+A transport hands the runner a :class:`ByteStream`: write bytes, receive bytes through a
+callback, pause and resume reading, close, and learn when the connection is gone. The transit
+handshake and records run on top of it the same way for every transport. :class:`TCPStream` is
+the thin Twisted ``Protocol`` adapter that the TCP-based transports share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+from hilltop.hints._tcp import endpoint_text
+from twisted.internet import defer
+from twisted.internet.abstract import isIPAddress, isIPv6Address
+from twisted.internet.endpoints import (
+    HostnameEndpoint,
+    TCP4ClientEndpoint,
+    TCP6ClientEndpoint,
+)
+from twisted.internet.protocol import Factory
+from twisted.internet.protocol import Protocol as TwistedProtocol
+from twisted.python.failure import Failure
+
+OnData = Callable[[bytes], None]
+OnLost = Callable[[str], None]
+
+
+@runtime_checkable
+class ByteStream(Protocol):
+    """A connected, reliable, ordered byte stream (the httpcore-style network seam)."""
+
+    description: str
+
+    def write(self, data: bytes) -> None:
+        """Queue bytes for sending."""
+
+    def start_receiving(self, on_data: OnData, on_lost: OnLost) -> None:
+        """Deliver received bytes to ``on_data`` (earlier bytes first) and the end to ``on_lost``.
+
+        Bytes that arrived before this call are buffered and delivered at once. Calling it
+        again replaces the callbacks (the runner does this when handing the stream over).
+        """
+
+    def pause_reading(self) -> None:
+        """Stop reading from the network until :meth:`resume_reading` (flow control)."""
+
+    def resume_reading(self) -> None: ...
+
+    def register_producer(self, producer: Any, streaming: bool) -> None:
+        """Let the stream pause ``producer`` while the outgoing buffer is full (IConsumer)."""
+
+    def unregister_producer(self) -> None: ...
+
+    def close(self) -> None:
+        """Flush what was written, then close. Idempotent."""
+
+    def when_closed(self) -> defer.Deferred[None]:
+        """A Deferred that fires (with None) once the connection is gone."""
+
+
+class TCPStream(TwistedProtocol):
+    """Twisted Protocol implementing :class:`ByteStream` over any stream transport."""
+
+    def __init__(self, description: str = "tcp") -> None:
+        self.description = description
+        self._on_data: OnData | None = None
+        self._on_lost: OnLost | None = None
+        self._early: list[bytes] = []
+        self._lost_reason: str | None = None
+        self._closed_waiters: list[defer.Deferred[None]] = []
+        self._paused = False
+
+    # Twisted side
+    def dataReceived(self, data: bytes) -> None:  # noqa: N802 (Twisted naming)
+        if self._on_data is None:
+            self._early.append(data)
+        else:
+            self._on_data(data)
+
+    def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]  # noqa: N802
+        why = "connection closed"
+        if reason is not None and reason.value is not None and reason.getErrorMessage():
+            why = f"connection lost: {reason.getErrorMessage()}"
+        self._lost_reason = why
+        if self._on_lost is not None:
+            on_lost, self._on_lost = self._on_lost, None
+            on_lost(why)
+        waiters, self._closed_waiters = self._closed_waiters, []
+        for d in waiters:
+            d.callback(None)
+
+    # ByteStream side
+    def write(self, data: bytes) -> None:
+        if data and self.transport is not None and self._lost_reason is None:
+            self.transport.write(data)
+
+    def start_receiving(self, on_data: OnData, on_lost: OnLost) -> None:
+        self._on_data, self._on_lost = on_data, on_lost
+        early, self._early = self._early, []
+        for chunk in early:
+            if self._on_data is not on_data:  # replaced while delivering
+                break
+            on_data(chunk)
+        if self._lost_reason is not None and self._on_lost is not None:
+            lost, self._on_lost = self._on_lost, None
+            lost(self._lost_reason)
+
+    def pause_reading(self) -> None:
+        if not self._paused and self.transport is not None and self._lost_reason is None:
+            self._paused = True
+            self.transport.pauseProducing()
+
+    def resume_reading(self) -> None:
+        if self._paused and self.transport is not None and self._lost_reason is None:
+            self._paused = False
+            self.transport.resumeProducing()
+
+    def register_producer(self, producer: Any, streaming: bool) -> None:
+        self.transport.registerProducer(producer, streaming)
+
+    def unregister_producer(self) -> None:
+        if self.transport is not None:
+            self.transport.unregisterProducer()
+
+    def close(self) -> None:
+        if self.transport is not None and self._lost_reason is None:
+            if self._paused:  # a paused transport would never flush and close
+                self._paused = False
+                self.transport.resumeProducing()
+            self.transport.loseConnection()
+
+    def abort(self) -> None:
+        """Close at once, dropping unsent bytes (for attempts that lost the race)."""
+        if self.transport is not None and self._lost_reason is None:
+            self.transport.abortConnection()
+
+    def when_closed(self) -> defer.Deferred[None]:
+        d: defer.Deferred[None] = defer.Deferred()
+        if self._lost_reason is not None:
+            d.callback(None)
+        else:
+            self._closed_waiters.append(d)
+        return d
+
+
+def _peer_text(transport: Any) -> str:
+    peer = transport.getPeer()
+    host = getattr(peer, "host", "?")
+    if host.startswith("::ffff:") and isIPAddress(host[7:]):
+        host = host[7:]  # an IPv4 peer on a dual-stack socket
+    return endpoint_text(host, getattr(peer, "port", 0))
+
+
+class InboundFactory(Factory):
+    """Wraps every accepted connection in a TCPStream and passes it on."""
+
+    def __init__(self, label: str, on_stream: Callable[[TCPStream], None]) -> None:
+        self.label = label
+        self.on_stream = on_stream
+
+    def buildProtocol(self, addr: Any) -> TCPStream:  # noqa: N802
+        proto = _InboundStream(self, f"{self.label} (inbound)")
+        return proto
+
+
+class _InboundStream(TCPStream):
+    def __init__(self, factory: InboundFactory, description: str) -> None:
+        super().__init__(description)
+        self._factory = factory
+
+    def connectionMade(self) -> None:  # noqa: N802
+        self.description = f"{self._factory.label} {_peer_text(self.transport)} (inbound)"
+        self._factory.on_stream(self)
+
+
+def dial_tcp(
+    reactor: Any, host: str, port: int, description: str, timeout: float = 30.0
+) -> defer.Deferred[TCPStream]:
+    """Connect to ``host:port``; the Deferred fires with a :class:`TCPStream`.
+
+    IP literals use a plain TCP endpoint (no resolver threads, no staggered timers); names go
+    through HostnameEndpoint. Cancelling the Deferred aborts the connection attempt.
+    """
+    if isIPv6Address(host):
+        endpoint: Any = TCP6ClientEndpoint(reactor, host, port, timeout=timeout)
+    elif isIPAddress(host):
+        endpoint = TCP4ClientEndpoint(reactor, host, port, timeout=timeout)
+    else:
+        endpoint = HostnameEndpoint(reactor, host, port, timeout=timeout)
+    factory = Factory.forProtocol(lambda: TCPStream(description))
+    return endpoint.connect(factory)
