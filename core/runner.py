@@ -119,12 +119,16 @@ class TransitRunner:
         """
         if self._result is not None:
             raise RuntimeError("connect() may only be called once per TransitRunner")
-        self._result = DualDeferred(lambda _d: self._abandon("transit cancelled"))
+        self._result = DualDeferred(self._cancelled)
         result = self._result
         d = self.our_hints()
         d.addCallback(lambda _hints: self._begin_race(list(peer_hints)))
         d.addErrback(self._fail_result)
         return result
+
+    def _cancelled(self, d: defer.Deferred[Any]) -> None:
+        d.errback(defer.CancelledError("transit connect() was cancelled"))
+        self._abandon("transit cancelled")
 
     def stop(self) -> defer.Deferred[None]:
         """Abandon anything still running, stop transports, wait until every loser is closed.
