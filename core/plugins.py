@@ -54,8 +54,12 @@ class Transports:
         api = getattr(plugin, "api", None)
         if api != API_VERSION:
             return self._fail(label, f"speaks plugin api {api!r}, hilltop needs {API_VERSION}")
+        pm_name, n = label, 1
+        while self.pm.has_plugin(pm_name):  # two instances of one class: the info name decides
+            n += 1
+            pm_name = f"{label}-{n}"
         try:
-            self.pm.register(plugin, name=label)
+            self.pm.register(plugin, name=pm_name)
         except Exception as err:  # pluggy validation: unknown hook, wrong arguments
             return self._fail(label, f"cannot be registered: {err}")
         info = self._info_of(plugin)
