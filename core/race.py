@@ -36,6 +36,7 @@ class Candidate:
     tier: int = 0
     priority: float = 0.0
     label: str = ""
+    delay: float = 0.0  # the transport's own extra start delay, on top of its tier's
 
 
 @dataclass(frozen=True)
@@ -225,7 +226,7 @@ class Race:
         for c in candidates:
             if c.key in self._attempts:
                 raise ValueError(f"duplicate candidate key {c.key!r}")
-            at = now if c.tier == 0 else start_of[(c.tier, -c.priority)]
+            at = (now if c.tier == 0 else start_of[(c.tier, -c.priority)]) + max(0.0, c.delay)
             self._attempts[c.key] = _Attempt(c.key, c.label or str(c.key), at)
 
     def _check_exhausted(self) -> None:

@@ -205,8 +205,8 @@ class TransitRunner:
             label = f"{owners[0].name} {hint}"
             self._attempts[key] = _Attempt(key, label, None, hint=hint)
             info = owners[0].info
-            candidates.append(rc.Candidate(key, tier=info.tier + 0, priority=hint.priority,
-                                           label=label))
+            candidates.append(rc.Candidate(key, tier=info.tier, priority=hint.priority,
+                                           label=label, delay=info.start_delay))
         now = self._now()
         self._race = rc.Race(self.role, candidates, now, listening=self._listening,
                              config=self.config)

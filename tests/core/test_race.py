@@ -250,3 +250,14 @@ def test_bad_inputs() -> None:
     race = Race("sender", [DIRECT], 0.0)
     with pytest.raises(ValueError):
         race.inbound("d1", 0.0)
+
+
+def test_transport_start_delay_adds_to_tier() -> None:
+    race = Race("sender", [DIRECT, Candidate("slow", tier=0, delay=1.5),
+                           Candidate("r", tier=1, delay=0.5)], now=0.0)
+    assert starts(race.actions()) == ["d1"]
+    assert race.next_deadline() == 1.5
+    race.handle_timer(1.5)
+    assert starts(race.actions()) == ["slow"]
+    race.handle_timer(2.5)
+    assert starts(race.actions()) == ["r"]
