@@ -10,10 +10,11 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from twisted.internet.threads import blockingCallFromThread, deferToThread
+
 from hilltop import codes
 from hilltop.api import Wormhole
 from hilltop.errors import LocalError
-from twisted.internet.threads import blockingCallFromThread, deferToThread
 
 PROMPT = "Enter receive wormhole code: "
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import click
+
 from hilltop import __version__, api
 from hilltop.cli import output
 from hilltop.errors import HilltopError

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
 import click
-from hilltop import api, transfer
+
+from hilltop import api, filetransfer, transfer
 from hilltop.cli import codeinput, output
 from hilltop.cli.main import GlobalOptions, run
-from hilltop.cli.send import _close_quietly
-from hilltop.errors import ProtocolError, TransferError
+from hilltop.cli.progress import progress_bar
+from hilltop.cli.send import close_quietly, describe_offer
+from hilltop.cli.transitopts import transit_flags, transit_options
+from hilltop.errors import HilltopError, ProtocolError, RejectedError, TransferError
+from hilltop.filesink import DirectorySink, FileSink
+
+REJECTED = "transfer rejected"
 
 
 @click.command()
@@ -20,11 +27,20 @@ from hilltop.errors import ProtocolError, TransferError
 @click.option("-v", "--verify", is_flag=True, help="show the verification string")
 @click.option("--hide-progress", is_flag=True, help="do not show a progress bar")
 @click.option("-t", "--only-text", is_flag=True, help="refuse file transfers, accept only text")
+@click.option("--accept-file", is_flag=True, envvar="WORMHOLE_ACCEPT_FILE", show_envvar=True,
+              help="accept a file or directory without asking")
+@click.option("-o", "--output-file", metavar="FILENAME|DIRNAME", default=None,
+              help="name to save as, instead of the sender's; an existing directory "
+                   "receives the transfer inside it")
+@transit_flags
 @click.pass_obj
 def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, verify: bool,
-            hide_progress: bool, only_text: bool) -> None:
+            hide_progress: bool, only_text: bool, accept_file: bool, output_file: str | None,
+            listen: bool, transports: str | None) -> None:
     """Receive a text message, file, or directory (from 'wormhole send')."""
     typed = "-".join(code) if code else None
+    options = transit_options(opts.transit_helper, listen, transports)
+    choices = _Choices(only_text, accept_file, output_file, hide_progress, options)
 
     async def main(reactor: Any) -> int:
         w = api.Wormhole(opts.appid, opts.relay_url, reactor=reactor)
@@ -37,31 +53,80 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, verify
             if verify:
                 output.status(f"Verifier {verifier.hex()}.")
             await w.get_peer_versions()
-            return await _receive(w, only_text)
+            return await _receive(reactor, w, choices)
         finally:
-            await _close_quietly(w)
+            await close_quietly(w)
 
     run(main)
 
 
-async def _receive(w: api.Wormhole, only_text: bool) -> int:
+class _Choices:
+    def __init__(self, only_text: bool, accept_file: bool, output_file: str | None,
+                 hide_progress: bool, options: filetransfer.TransitOptions) -> None:
+        self.only_text = only_text
+        self.accept_file = accept_file
+        self.output_file = output_file
+        self.hide_progress = hide_progress
+        self.options = options
+
+
+async def _receive(reactor: Any, w: api.Wormhole, choices: _Choices) -> int:
+    peer_transit: transfer.TransitMsg | None = None
     while True:
         try:
             msg = transfer.parse_app_message(await w.get_message())
         except ProtocolError as err:
-            w.send_message(transfer.ErrorMsg(str(err)).to_wire())
+            w.send_message(transfer.ErrorMsg(getattr(err, "reply", str(err))).to_wire())
             raise
         if isinstance(msg, transfer.ErrorMsg):
             raise TransferError(f"the sender abandoned the transfer: {msg.text}")
         if isinstance(msg, transfer.TextOffer):
             sys.stdout.write(msg.message + "\n")
             sys.stdout.flush()
-            w.send_message(transfer.Answer(message_ack="ok").to_wire())
+            w.send_message(transfer.Answer(transfer.MESSAGE_ACK).to_wire())
             return 0
         if isinstance(msg, transfer.TransitMsg):
-            continue  # kept for the file transfer that follows
-        if only_text:
-            w.send_message(transfer.ErrorMsg("transfer rejected").to_wire())
-            raise TransferError("the sender offered a file, but --only-text was given")
-        w.send_message(transfer.ErrorMsg("transfer rejected").to_wire())
-        raise TransferError("receiving files arrives with the transit layer")
+            peer_transit = msg
+        elif isinstance(msg, transfer.FileOffer | transfer.DirectoryOffer):
+            if peer_transit is None:
+                w.send_message(transfer.ErrorMsg(REJECTED).to_wire())
+                raise ProtocolError("the sender offered a file before its transit hints")
+            return await _receive_file(reactor, w, msg, peer_transit, choices)
+
+
+def _prepare(offer: transfer.FileOffer | transfer.DirectoryOffer,
+             choices: _Choices) -> FileSink | DirectorySink:
+    """Every check that can refuse an offer, before a byte is accepted."""
+    if choices.only_text:
+        raise RejectedError("the sender offered a file, but --only-text was given")
+    name = offer.filename if isinstance(offer, transfer.FileOffer) else offer.dirname
+    target = transfer.target_path(name, choices.output_file, os.getcwd())
+    parent = os.path.dirname(target)
+    transfer.check_free_space(parent, transfer.space_needed(offer), transfer.free_space(parent))
+    output.status(f"Receiving {describe_offer(offer)}")
+    if not choices.accept_file:
+        where = os.path.relpath(target)
+        if not output.ask_yes_no(f"ok? (y/N) [saves as {where}]: "):
+            raise RejectedError("transfer rejected")
+    if isinstance(offer, transfer.FileOffer):
+        return FileSink(target, offer.filesize)
+    return DirectorySink(target, offer)
+
+
+async def _receive_file(reactor: Any, w: api.Wormhole,
+                        offer: transfer.FileOffer | transfer.DirectoryOffer,
+                        peer_transit: transfer.TransitMsg, choices: _Choices) -> int:
+    try:
+        sink = _prepare(offer, choices)
+    except HilltopError:
+        w.send_message(transfer.ErrorMsg(REJECTED).to_wire())
+        raise
+    size = offer.filesize if isinstance(offer, transfer.FileOffer) else offer.zipsize
+    with progress_bar(size, choices.hide_progress) as update:
+        await filetransfer.receive_into(
+            reactor, w, peer_transit, sink, size, choices.options,
+            on_connected=lambda desc: output.status(f"Receiving (->{desc})..."),
+            progress=update,
+        )
+    output.status(f"Received {os.path.relpath(sink.target)}")
+    return 0

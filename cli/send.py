@@ -7,10 +7,14 @@ import sys
 from typing import Any
 
 import click
-from hilltop import api, transfer
+
+from hilltop import api, filetransfer, transfer
 from hilltop.cli import output
 from hilltop.cli.main import GlobalOptions, run
+from hilltop.cli.progress import progress_bar
+from hilltop.cli.transitopts import transit_flags, transit_options
 from hilltop.errors import LocalError, TransferError
+from hilltop.filesource import Source, open_source
 
 VERIFY_REJECTED = "sender rejected verification check, abandoned transfer"
 
@@ -25,9 +29,13 @@ VERIFY_REJECTED = "sender rejected verification check, abandoned transfer"
 @click.option("-v", "--verify", is_flag=True,
               help="show the verification string and wait for approval")
 @click.option("--hide-progress", is_flag=True, help="do not show a progress bar")
+@click.option("--ignore-unsendable-files", is_flag=True,
+              help="leave out files that cannot be read instead of failing")
+@transit_flags
 @click.pass_obj
 def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | None,
-         code_length: int, verify: bool, hide_progress: bool) -> None:
+         code_length: int, verify: bool, hide_progress: bool, ignore_unsendable_files: bool,
+         listen: bool, transports: str | None) -> None:
     """Send a text message, file, or directory."""
     if text is None and what is None:
         raise click.UsageError("give a file or directory to send, or --text MESSAGE")
@@ -36,15 +44,22 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
     if text == "-":
         output.status("Reading text message from stdin..")
         text = sys.stdin.read()
-    if text is None:
-        raise click.UsageError("sending files arrives with the transit layer; use --text")
+    options = transit_options(opts.transit_helper, listen, transports)
 
     async def main(reactor: Any) -> int:
+        source = None
+        if what is not None:
+            source = open_source(what, skip_unsendable=ignore_unsendable_files)
         w = api.Wormhole(opts.appid, opts.relay_url, reactor=reactor)
         try:
+            if source is not None:
+                with source:
+                    return await _send_file(reactor, w, source, options, code, code_length,
+                                            verify, hide_progress)
+            assert text is not None
             return await _send_text(w, text, code, code_length, verify)
         finally:
-            await _close_quietly(w)
+            await close_quietly(w)
 
     run(main)
 
@@ -85,13 +100,39 @@ async def _send_text(w: api.Wormhole, text: str, code: str | None, code_length: 
     reply = transfer.parse_app_message(await w.get_message())
     if isinstance(reply, transfer.ErrorMsg):
         raise TransferError(f"the receiver refused: {reply.text}")
-    if not (isinstance(reply, transfer.Answer) and reply.message_ack == "ok"):
+    if not (isinstance(reply, transfer.Answer) and reply.kind == transfer.MESSAGE_ACK
+            and reply.ok):
         raise TransferError("the receiver did not acknowledge the message")
     output.status("text message sent")
     return 0
 
 
-async def _close_quietly(w: api.Wormhole) -> None:
+def describe_offer(offer: transfer.FileOffer | transfer.DirectoryOffer) -> str:
+    if isinstance(offer, transfer.FileOffer):
+        return f"{offer.filesize} bytes file named '{offer.filename}'"
+    return (f"directory named '{offer.dirname}' ({offer.numfiles} files, "
+            f"{offer.numbytes} bytes, {offer.zipsize} bytes on the wire)")
+
+
+async def _send_file(reactor: Any, w: api.Wormhole, source: Source,
+                     options: filetransfer.TransitOptions, code: str | None, code_length: int,
+                     verify: bool, hide_progress: bool) -> int:
+    for skipped in source.skipped:
+        output.status(f"left out (unreadable): {skipped}")
+    output.status(f"Sending {describe_offer(source.offer)}")
+    await announce_code(w, code, code_length, verify)
+    await confirm_key(w, verify)
+    with progress_bar(source.size, hide_progress) as update:
+        await filetransfer.send_source(
+            reactor, w, source, options,
+            on_connected=lambda desc: output.status(f"Sending ({desc})..."),
+            progress=update,
+        )
+    output.status("File sent and confirmed by the receiver. Transfer complete.")
+    return 0
+
+
+async def close_quietly(w: api.Wormhole) -> None:
     """Close the wormhole; an error that already ended it was reported by whoever awaited."""
     with contextlib.suppress(Exception):  # the first error is the one the user sees
         await w.close()

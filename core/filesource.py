@@ -32,9 +32,10 @@ import stat
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
+from zipstream.ng import ZipStream
+
 from hilltop.errors import UnsendableError
 from hilltop.transfer import DIRECTORY_MODE, DirectoryOffer, FileOffer
-from zipstream.ng import ZipStream
 
 CHUNK_SIZE = 16384
 """Plaintext bytes per transit record, as the Python sender uses."""

@@ -17,6 +17,7 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 import pluggy
+
 from hilltop import hookspecs
 from hilltop.errors import LocalError
 from hilltop.hookspecs import API_VERSION, TransportInfo

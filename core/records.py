@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from hilltop.errors import BadRecordError
-from hilltop.handshake import transit_purpose_key
 from nacl.exceptions import CryptoError
 from nacl.secret import SecretBox
+
+from hilltop.errors import BadRecordError
+from hilltop.handshake import transit_purpose_key
 
 NONCE_SIZE = 24
 TAG_SIZE = 16

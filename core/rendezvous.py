@@ -13,10 +13,11 @@ from typing import Any
 from urllib.parse import urlparse
 
 from autobahn.twisted.websocket import WebSocketClientFactory, WebSocketClientProtocol
-from hilltop import mailbox, messages
-from hilltop.errors import LocalError
 from twisted.internet import endpoints, ssl
 from twisted.internet.interfaces import IStreamClientEndpoint
+
+from hilltop import mailbox, messages
+from hilltop.errors import LocalError
 
 log = logging.getLogger(__name__)
 

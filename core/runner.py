@@ -25,6 +25,9 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from twisted.internet import defer
+from twisted.python.failure import Failure
+
 from hilltop import handshake as hs
 from hilltop import race as rc
 from hilltop.awaitable import DualDeferred, Watch
@@ -34,8 +37,6 @@ from hilltop.hookspecs import TransitSession
 from hilltop.plugins import LoadedTransport, Transports, load_transports
 from hilltop.records import RecordDecoder, RecordEncoder, record_keys
 from hilltop.streams import ByteStream
-from twisted.internet import defer
-from twisted.python.failure import Failure
 
 log = logging.getLogger(__name__)
 

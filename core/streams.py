@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-from hilltop.hints._tcp import endpoint_text
 from twisted.internet import defer
 from twisted.internet.abstract import isIPAddress, isIPv6Address
 from twisted.internet.endpoints import (
@@ -22,6 +21,8 @@ from twisted.internet.endpoints import (
 from twisted.internet.protocol import Factory
 from twisted.internet.protocol import Protocol as TwistedProtocol
 from twisted.python.failure import Failure
+
+from hilltop.hints._tcp import endpoint_text
 
 OnData = Callable[[bytes], None]
 OnLost = Callable[[str], None]

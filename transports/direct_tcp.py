@@ -7,11 +7,12 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from twisted.internet import defer
+from twisted.internet.error import CannotListenError
+
 from hilltop.hints import direct_tcp_v1
 from hilltop.hookspecs import TransitSession, TransportInfo, hookimpl
 from hilltop.streams import InboundFactory, dial_tcp
-from twisted.internet import defer
-from twisted.internet.error import CannotListenError
 
 log = logging.getLogger(__name__)
 

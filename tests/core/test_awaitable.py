@@ -6,8 +6,9 @@ import asyncio
 
 import pytest
 import pytest_twisted
-from hilltop.awaitable import DualDeferred, Queue, Watch
 from twisted.internet import defer
+
+from hilltop.awaitable import DualDeferred, Queue, Watch
 
 
 @pytest_twisted.ensureDeferred

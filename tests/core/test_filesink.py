@@ -11,12 +11,13 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from zipstream.ng import ZipStream, walk
+
 from hilltop import filesink
 from hilltop.errors import DiskFullError, ProtocolError, RejectedError
 from hilltop.filesink import DirectorySink, FileSink
 from hilltop.filesource import open_source
 from hilltop.transfer import DirectoryOffer
-from zipstream.ng import ZipStream, walk
 
 # --- helpers ---------------------------------------------------------------------------------
 

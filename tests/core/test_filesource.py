@@ -10,6 +10,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
 from hilltop.errors import UnsendableError
 from hilltop.filesource import CHUNK_SIZE, DirectorySource, FileSource, open_source
 from hilltop.transfer import DirectoryOffer, FileOffer

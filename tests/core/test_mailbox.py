@@ -11,6 +11,7 @@ import random
 from dataclasses import dataclass, field
 
 import pytest
+
 from hilltop import mailbox as mb
 from hilltop.errors import (
     ProtocolError,

@@ -6,6 +6,7 @@ import logging
 from importlib.metadata import EntryPoint
 
 import pytest
+
 from hilltop.errors import LocalError
 from hilltop.hookspecs import TransportInfo, hookimpl
 from hilltop.plugins import load_transports

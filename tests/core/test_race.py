@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+
 from hilltop.race import (
     Cancel,
     Candidate,

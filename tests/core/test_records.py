@@ -5,11 +5,12 @@ from __future__ import annotations
 import contextlib
 
 import pytest
-from hilltop.errors import BadRecordError
-from hilltop.records import RecordDecoder, RecordEncoder, record_keys
 from hypothesis import given
 from hypothesis import strategies as st
 from nacl.secret import SecretBox
+
+from hilltop.errors import BadRecordError
+from hilltop.records import RecordDecoder, RecordEncoder, record_keys
 
 TK = bytes.fromhex("9329a646acaba7172c557c7971191ec6a1e287f84abe58c60dce2659c44c2925")
 SENDER_KEY = bytes.fromhex("4860c8f20d819f7caff59f3e9c6c90c7d70405c6e1247fc6eebb6686768b0d75")

@@ -11,14 +11,15 @@ import socket
 
 import pytest
 import pytest_twisted
+from twisted.internet import defer
+from twisted.internet.task import deferLater
+
 from hilltop.errors import TransitError
 from hilltop.hints import direct_tcp_v1, parse_hints
 from hilltop.hookspecs import TransportInfo, hookimpl
 from hilltop.plugins import load_transports
 from hilltop.race import RaceConfig
 from hilltop.runner import TransitRunner
-from twisted.internet import defer
-from twisted.internet.task import deferLater
 
 TK = bytes(range(32))
 

@@ -7,6 +7,9 @@ import json
 import os
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from hilltop.errors import ProtocolError, RejectedError, UnknownOfferError
 from hilltop.transfer import (
     Answer,
@@ -23,8 +26,6 @@ from hilltop.transfer import (
     space_needed,
     target_path,
 )
-from hypothesis import given
-from hypothesis import strategies as st
 
 # --- messages: exact wire shapes (protocol summary §4) ---------------------------------------
 

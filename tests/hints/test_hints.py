@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 import pytest
+
 from hilltop.errors import LocalError
 from hilltop.hints import (
     MalformedHintError,

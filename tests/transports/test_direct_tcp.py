@@ -7,11 +7,12 @@ from types import SimpleNamespace
 
 import pytest
 import pytest_twisted
+from twisted.internet import defer
+from twisted.internet.error import ConnectingCancelledError
+
 from hilltop.hints import direct_tcp_v1
 from hilltop.hookspecs import TransitSession
 from hilltop.transports.direct_tcp import DirectTCP, discover_addresses
-from twisted.internet import defer
-from twisted.internet.error import ConnectingCancelledError
 
 
 def has_ipv6() -> bool:

@@ -7,14 +7,15 @@ import os
 import socket
 
 import pytest_twisted
+from twisted.internet import defer
+from twisted.internet.task import deferLater
+
 from hilltop.handshake import relay_handshake
 from hilltop.hints import direct_tcp_v1, parse_hints, parse_transit_helper, relay_v1
 from hilltop.hookspecs import TransitSession
 from hilltop.plugins import load_transports
 from hilltop.runner import TransitRunner
 from hilltop.transports.relay import Relay
-from twisted.internet import defer
-from twisted.internet.task import deferLater
 
 TK = bytes(range(32))
 

@@ -1,0 +1,25 @@
+"""Transit flags shared by send and receive."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from hilltop.filetransfer import TransitOptions
+
+
+def transit_flags(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = click.option("--listen/--no-listen", default=True,
+                     help="open a listening socket for direct connections (default: yes)")(f)
+    f = click.option("--transports", metavar="LIST", default=None,
+                     help="comma-separated transports that may take part, e.g. 'relay'; "
+                          "see 'wormhole transports'")(f)
+    return f
+
+
+def transit_options(transit_helper: str, listen: bool, transports: str | None) -> TransitOptions:
+    names = [t.strip() for t in transports.split(",") if t.strip()] if transports else None
+    return TransitOptions(transit_helpers=[transit_helper] if transit_helper else [],
+                          no_listen=not listen, transports=names)
