@@ -230,6 +230,7 @@ def test_reconnect_resends_unechoed_adds_and_loses_nothing() -> None:
     for frame in frames:
         ca.handle(frame)
     ca.inbox.clear()
+    events(a)
     ca.drop(now=10.0)
     assert a.link is mb.Link.WAITING
     assert a.next_deadline() == pytest.approx(11.0)
