@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from autobahn.twisted.websocket import WebSocketClientFactory, WebSocketClientProtocol
-from twisted.internet import endpoints, ssl
+from twisted.internet import endpoints
 from twisted.internet.interfaces import IStreamClientEndpoint
 
 from hilltop import mailbox, messages
@@ -27,6 +27,8 @@ EndpointFactory = Callable[[Any, str, int, bool], IStreamClientEndpoint]
 def default_endpoint(reactor: Any, host: str, port: int, tls: bool) -> IStreamClientEndpoint:
     endpoint = endpoints.HostnameEndpoint(reactor, host, port, timeout=30)
     if tls:
+        from twisted.internet import ssl  # needs pyOpenSSL; only wss:// pays for importing it
+
         return endpoints.wrapClientTLS(ssl.optionsForClientTLS(host), endpoint)
     return endpoint
 
