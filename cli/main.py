@@ -85,10 +85,11 @@ def run(main: Callable[[Any], Coroutine[Any, Any, int | None]]) -> None:
 
 
 def _register() -> None:
-    from hilltop.cli import receive, send
+    from hilltop.cli import receive, send, transports
 
     cli.add_command(send.send)
     cli.add_command(receive.receive)
+    cli.add_command(transports.transports)
 
 
 _register()

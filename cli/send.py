@@ -69,9 +69,9 @@ async def announce_code(w: api.Wormhole, code: str | None, code_length: int,
     """Set or allocate the code and tell the user what the other side must type."""
     if code is not None:
         w.set_code(code)
+        code = await w.get_code()
     else:
-        w.allocate_code(code_length)
-    code = await w.get_code()
+        code = await w.allocate_code(code_length)
     output.status(f"Wormhole code is: {code}")
     output.status("On the other computer, please run:")
     output.status()
