@@ -15,57 +15,87 @@ from hilltop import wordlist
 from hilltop.errors import CodeFormatError
 
 MAX_NAMEPLATE_DIGITS = 40  # the mailbox server's own limit
+EXAMPLE = "a code looks like 7-guitarist-revenge"
+
+
+def _is_nameplate(text: str) -> bool:
+    # str.isdigit() alone also accepts "²" and Arabic-Indic digits; the server wants ASCII.
+    return text.isascii() and text.isdigit() and len(text) <= MAX_NAMEPLATE_DIGITS
 
 
 @dataclass(frozen=True)
 class Code:
+    """A checked code; building one with a bad part is a programming error (ValueError)."""
+
     nameplate: str
     words: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not _is_nameplate(self.nameplate):
+            raise ValueError(f"bad nameplate {self.nameplate!r}")
+        if not self.words or any(not w or "-" in w or _has_space(w) for w in self.words):
+            raise ValueError(f"bad code words {self.words!r}")
 
     def __str__(self) -> str:
         return "-".join((self.nameplate, *self.words))
 
 
+def _has_space(text: str) -> bool:
+    return any(ch.isspace() for ch in text)
+
+
 def parse_code(text: str) -> Code:
-    """Check ``text`` and split it; raises CodeFormatError saying what is wrong."""
+    """Check ``text`` and split it; raises CodeFormatError saying what is wrong.
+
+    Surrounding whitespace is dropped (a pasted code often carries a newline); whitespace
+    inside is refused rather than removed, since the peer would hash it differently.
+    """
     text = unicodedata.normalize("NFC", text.strip())
-    example = "a code looks like 7-guitarist-revenge"
     if not text:
-        raise CodeFormatError(f"no code given ({example})")
-    if any(ch.isspace() for ch in text):
-        raise CodeFormatError(f"a code has no spaces: {text!r} ({example})")
+        raise CodeFormatError(f"no code given ({EXAMPLE})")
+    if _has_space(text):
+        raise CodeFormatError(f"a code has no spaces: {text!r} ({EXAMPLE})")
     nameplate, dash, rest = text.partition("-")
     if not (nameplate.isascii() and nameplate.isdigit()):
-        raise CodeFormatError(f"a code must start with a number: {text!r} ({example})")
+        raise CodeFormatError(f"a code must start with a number: {text!r} ({EXAMPLE})")
     if len(nameplate) > MAX_NAMEPLATE_DIGITS:
-        raise CodeFormatError(f"the number in the code is too long: {text!r}")
+        raise CodeFormatError(
+            f"the number in the code is longer than {MAX_NAMEPLATE_DIGITS} digits: {text!r}"
+        )
     words = tuple(rest.split("-")) if dash else ()
-    if not words or any(not w for w in words):
-        raise CodeFormatError(f"the code needs words after the number: {text!r} ({example})")
+    if not words or words == ("",):
+        raise CodeFormatError(f"the code needs words after the number: {text!r} ({EXAMPLE})")
+    if any(not w for w in words):
+        raise CodeFormatError(f"the code has an empty word (two hyphens in a row?): {text!r}")
     return Code(nameplate, words)
 
 
 def words_from_bytes(data: bytes) -> list[str]:
-    """One PGP word per byte, alternating odd/even columns starting with odd."""
+    """One PGP word per byte; the column alternates, starting with the odd one."""
     return [wordlist.word(b, i) for i, b in enumerate(data)]
 
 
 def make_code(nameplate: str, random_bytes: bytes) -> str:
+    """The code for an allocated nameplate; the caller supplies one random byte per word."""
     return str(Code(nameplate, tuple(words_from_bytes(random_bytes))))
 
 
 def complete(text: str, nameplates: Sequence[str], length: int) -> list[str]:
-    """Whole-line candidates for tab completion of a partly typed code.
+    """Whole-line candidates for tab completion of a partly typed code, sorted.
 
-    Before the first hyphen we complete nameplates (adding ``-``); after it, words from the
-    column that position uses, adding ``-`` while more words are expected.
+    Before the first hyphen we complete nameplates (adding ``-``). After it, the word being
+    typed is completed from the column its position uses (odd after an even number of
+    hyphens among the words), adding ``-`` while more than the typed words are expected.
+    Typed words are kept as they are: any word is allowed, only the last one is completed.
     """
     nameplate, dash, rest = text.partition("-")
     if not dash:
-        return sorted(f"{n}-" for n in nameplates if n.startswith(text))
+        return sorted(f"{n}-" for n in set(nameplates) if n.startswith(text) and _is_nameplate(n))
+    if not _is_nameplate(nameplate):
+        return []
     *typed, partial = rest.split("-")
     position = len(typed)
     suffix = "-" if position + 1 < length else ""
     head = "-".join((nameplate, *typed))
-    return [f"{head}-{w}{suffix}" for w in sorted(wordlist.words_for_position(position))
-            if w.startswith(partial)]
+    words = sorted(w for w in wordlist.words_for_position(position) if w.startswith(partial))
+    return [f"{head}-{w}{suffix}" for w in words]

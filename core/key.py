@@ -16,15 +16,18 @@ from collections.abc import Callable
 from nacl.exceptions import CryptoError
 from nacl.secret import SecretBox
 from spake2 import SPAKE2_Symmetric
+from spake2.ed25519_basic import NotOnCurve
 from spake2.spake2 import SPAKEError
 
-from hilltop.errors import WrongCodeError
+from hilltop.errors import LocalError, WrongCodeError
 
 APPID = "lothar.com/wormhole/text-or-file-xfer"
 
 
 def hkdf(key: bytes, length: int, info: bytes) -> bytes:
     """RFC 5869 HKDF-SHA256 with an empty salt (which the RFC defines as 32 zero bytes)."""
+    if not 0 < length <= 255 * 32:
+        raise ValueError(f"HKDF-SHA256 can give 1..8160 bytes, not {length}")
     prk = hmac.new(b"\x00" * 32, key, hashlib.sha256).digest()
     out, block = b"", b""
     counter = 1
@@ -36,6 +39,7 @@ def hkdf(key: bytes, length: int, info: bytes) -> bytes:
 
 
 def derive_key(key: bytes, purpose: bytes, length: int = 32) -> bytes:
+    """One independent key per purpose, so no two uses ever share a key."""
     return hkdf(key, length, purpose)
 
 
@@ -55,46 +59,61 @@ def open_sealed(key: bytes, data: bytes) -> bytes:
     """Undo :func:`seal`. Failure means the peer derived another key: a wrong code."""
     try:
         return SecretBox(key).decrypt(data)
-    except (CryptoError, ValueError, TypeError):
+    except (CryptoError, ValueError):  # bad tag, or too short to hold nonce and tag
         raise WrongCodeError() from None
 
 
 def verifier(key: bytes) -> bytes:
+    """What users compare out of band (``--verify``) to rule out a man in the middle."""
     return derive_key(key, b"wormhole:verifier")
 
 
 def transit_key(key: bytes, appid: str = APPID) -> bytes:
+    """The transit key. Official 0.24 always uses the CLI appid here (#339), hence the default."""
     return derive_key(key, (appid + "/transit-key").encode("utf-8"))
 
 
-def code_password(code: str) -> bytes:
-    return unicodedata.normalize("NFC", code).encode("utf-8")
+def _utf8(text: str) -> bytes:
+    """NFC then UTF-8, as the official client hashes passwords and appids."""
+    return unicodedata.normalize("NFC", text).encode("utf-8")
+
+
+PAKE_MSG_LEN = 33  # b"S" + one 32-byte Ed25519 element
 
 
 class Pake:
     """One side of the SPAKE2 exchange, speaking the ``pake`` phase body format."""
 
     def __init__(self, code: str, appid: str, entropy: Callable[[int], bytes]) -> None:
-        self._spake = SPAKE2_Symmetric(
-            code_password(code), idSymmetric=appid.encode("utf-8"), entropy_f=entropy
-        )
+        self._spake = SPAKE2_Symmetric(_utf8(code), idSymmetric=_utf8(appid), entropy_f=entropy)
         self._body: bytes | None = None
+        self._finished = False
 
     def start(self) -> bytes:
-        """The mailbox body of our ``pake`` message (computed once)."""
+        """The mailbox body of our ``pake`` message (computed once, so resends are identical)."""
         if self._body is None:
             msg = self._spake.start()
             self._body = json.dumps({"pake_v1": msg.hex()}).encode("utf-8")
         return self._body
 
     def finish(self, body: bytes) -> bytes:
-        """The shared key, from the peer's ``pake`` body. Garbage counts as a wrong code."""
+        """The shared key, from the peer's ``pake`` body. Garbage counts as a wrong code.
+
+        The peer's message is checked here (length, side byte) because spake2 only
+        ``assert``s the side byte and silently ignores bytes past the element.
+        """
+        if self._finished:
+            raise LocalError("the PAKE was already finished")
         self.start()
         try:
             peer = bytes.fromhex(json.loads(body.decode("utf-8"))["pake_v1"])
-        except (UnicodeDecodeError, ValueError, KeyError, TypeError):
+        except (UnicodeDecodeError, ValueError, KeyError, TypeError, RecursionError):
             raise WrongCodeError("the peer's PAKE message is malformed") from None
+        if len(peer) != PAKE_MSG_LEN or peer[:1] != b"S":
+            raise WrongCodeError("the peer's PAKE message is not symmetric SPAKE2")
+        self._finished = True
         try:
             return self._spake.finish(peer)
-        except (SPAKEError, ValueError) as err:
-            raise WrongCodeError(f"PAKE failed: {err}") from None
+        except (SPAKEError, ValueError, NotOnCurve) as err:
+            reason = str(err) or type(err).__name__
+            raise WrongCodeError(f"PAKE failed: {reason}") from None

@@ -1,9 +1,9 @@
 """The PGP word list, as the official clients use it for wormhole codes.
 
-Each byte has a two-syllable word (used at even positions) and a three-syllable word (used at
-odd positions: the first word of a code is "odd"). Alternating the columns makes a swapped or
-dropped word detectable by ear. The list itself is data (``pgp_words.txt``), checked against
-the official client's copy by ``tests/vectors``.
+Each byte has a two-syllable "even" word (column A) and a three-syllable "odd" word (column B).
+A code's first word is odd, the second even, and so on: alternating columns means a swapped or
+dropped word sounds wrong when read aloud. The list itself is data (``pgp_words.txt``, one
+``hex even odd`` row per byte); ``tests/vectors`` checks it against the official client's copy.
 """
 
 from __future__ import annotations
@@ -11,10 +11,12 @@ from __future__ import annotations
 from functools import cache
 from importlib import resources
 
+EVEN, ODD = 0, 1  # column index in a table() row
+
 
 @cache
 def table() -> tuple[tuple[str, str], ...]:
-    """``table()[byte] == (even_word, odd_word)``."""
+    """``table()[byte] == (even_word, odd_word)``, read once from the package data."""
     text = resources.files("hilltop").joinpath("pgp_words.txt").read_text("utf-8")
     rows: list[tuple[str, str]] = []
     for line in text.splitlines():
@@ -29,13 +31,37 @@ def table() -> tuple[tuple[str, str], ...]:
     return tuple(rows)
 
 
+def column(position: int) -> int:
+    """Which column the word at 0-based ``position`` comes from (the first word is odd)."""
+    return ODD if position % 2 == 0 else EVEN
+
+
 def word(byte: int, position: int) -> str:
-    """The word for ``byte`` at 0-based ``position`` in the code's word list."""
-    even, odd = table()[byte]
-    return odd if position % 2 == 0 else even
+    """The word for ``byte`` at 0-based ``position`` in a code."""
+    return table()[byte][column(position)]
 
 
 def words_for_position(position: int) -> tuple[str, ...]:
-    """Every word that may stand at ``position`` (for completion)."""
-    column = 1 if position % 2 == 0 else 0
-    return tuple(row[column] for row in table())
+    """Every word that may stand at ``position``, in byte order (not quite alphabetical)."""
+    return _columns()[column(position)]
+
+
+def byte_of(text: str, position: int) -> int | None:
+    """The byte a word stands for at ``position``; None if it is not a word of that column.
+
+    Only lowercase words match: codes are case-sensitive passwords, so "Guitarist" is
+    a different (non-PGP) word, not a spelling of "guitarist".
+    """
+    return _reverse()[column(position)].get(text)
+
+
+@cache
+def _columns() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    rows = table()
+    return tuple(r[EVEN] for r in rows), tuple(r[ODD] for r in rows)
+
+
+@cache
+def _reverse() -> tuple[dict[str, int], dict[str, int]]:
+    even, odd = _columns()
+    return {w: b for b, w in enumerate(even)}, {w: b for b, w in enumerate(odd)}
