@@ -56,30 +56,31 @@ def run(main: Callable[[Any], Coroutine[Any, Any, int | None]]) -> None:
     reactor = install_asyncio_reactor()
     from twisted.internet.defer import ensureDeferred
 
-    result: dict[str, int] = {"status": 1}
+    result: dict[str, int | None] = {"status": None}
 
     def done(status: int | None) -> None:
         result["status"] = status or 0
 
     def failed(failure: Any) -> None:
+        result["status"] = 1
         if failure.check(HilltopError):
             output.error(str(failure.value))
-        elif failure.check(KeyboardInterrupt):
-            output.error("interrupted")
-            result["status"] = 130
         else:
             failure.printTraceback(file=sys.stderr)
+
+    def stop(_: Any) -> None:
+        if reactor.running:
+            reactor.stop()
 
     def start() -> None:
         d = ensureDeferred(main(reactor))
         d.addCallbacks(done, failed)
-        d.addBoth(lambda _: reactor.stop())
+        d.addBoth(stop)
 
     reactor.callWhenRunning(start)
-    try:
-        reactor.run()
-    except KeyboardInterrupt:
-        output.error("interrupted")
+    reactor.run()  # Ctrl-C and SIGTERM stop the reactor before main() finishes
+    if result["status"] is None:
+        output.error("interrupted before the transfer finished")
         sys.exit(130)
     sys.exit(result["status"])
 

@@ -206,7 +206,13 @@ async def receive_into(
         try:
             on_connected(conn.description)
             while sink.received < size:
-                record = await conn.receive_record()
+                try:
+                    record = await conn.receive_record()
+                except TransitError:
+                    raise TransitError(
+                        f"the connection to the sender broke after {sink.received} of {size} "
+                        "bytes; nothing was saved"
+                    ) from None
                 sink.write(record)
                 progress(len(record))
             digest = sink.finish()
