@@ -136,6 +136,8 @@ def parse_server_frame(text: str | bytes) -> ServerMessage:
         except ValueError:
             raise ProtocolError("mailbox server relayed a message body that is not hex") from None
         msg_id = obj.get("id")
+        if not (_str(obj, "side").isascii() and _str(obj, "phase").isascii()):
+            raise ProtocolError("mailbox server relayed a message with a non-ASCII side or phase")
         return Message(
             _str(obj, "side"), _str(obj, "phase"), body, msg_id if isinstance(msg_id, str) else None
         )

@@ -312,7 +312,8 @@ def test_crowded_nameplate_is_a_clear_server_error() -> None:
 @pytest.mark.parametrize(
     "frame",
     [b"\xff\xfe not utf-8", "not json", "[1, 2]", '{"no": "type"}',
-     '{"type": "message", "side": "x", "phase": "0", "body": "zz"}'],
+     '{"type": "message", "side": "x", "phase": "0", "body": "zz"}',
+     '{"type": "message", "side": "\u00e9", "phase": "0", "body": "00"}'],
 )
 def test_garbage_from_the_server_fails_with_a_protocol_error(frame: str | bytes) -> None:
     a = engine(30)
