@@ -14,7 +14,7 @@ from hilltop.cli.main import GlobalOptions, run
 from hilltop.cli.progress import progress_bar
 from hilltop.cli.send import close_quietly, describe_offer
 from hilltop.cli.transitopts import transit_flags, transit_options
-from hilltop.errors import HilltopError, ProtocolError, RejectedError, TransferError
+from hilltop.errors import HilltopError, RejectedError
 from hilltop.filesink import DirectorySink, FileSink
 
 REJECTED = "transfer rejected"
@@ -71,27 +71,14 @@ class _Choices:
 
 
 async def _receive(reactor: Any, w: api.Wormhole, choices: _Choices) -> int:
-    peer_transit: transfer.TransitMsg | None = None
-    while True:
-        try:
-            msg = transfer.parse_app_message(await w.get_message())
-        except ProtocolError as err:
-            w.send_message(transfer.ErrorMsg(getattr(err, "reply", str(err))).to_wire())
-            raise
-        if isinstance(msg, transfer.ErrorMsg):
-            raise TransferError(f"the sender abandoned the transfer: {msg.text}")
-        if isinstance(msg, transfer.TextOffer):
-            sys.stdout.write(msg.message + "\n")
-            sys.stdout.flush()
-            w.send_message(transfer.Answer(transfer.MESSAGE_ACK).to_wire())
-            return 0
-        if isinstance(msg, transfer.TransitMsg):
-            peer_transit = msg
-        elif isinstance(msg, transfer.FileOffer | transfer.DirectoryOffer):
-            if peer_transit is None:
-                w.send_message(transfer.ErrorMsg(REJECTED).to_wire())
-                raise ProtocolError("the sender offered a file before its transit hints")
-            return await _receive_file(reactor, w, msg, peer_transit, choices)
+    offer, peer_transit = await filetransfer.receive_offer(w)
+    if isinstance(offer, transfer.TextOffer):
+        sys.stdout.write(offer.message + "\n")
+        sys.stdout.flush()
+        w.send_message(transfer.Answer(transfer.MESSAGE_ACK).to_wire())
+        return 0
+    assert peer_transit is not None
+    return await _receive_file(reactor, w, offer, peer_transit, choices)
 
 
 def _prepare(offer: transfer.FileOffer | transfer.DirectoryOffer,
@@ -99,18 +86,13 @@ def _prepare(offer: transfer.FileOffer | transfer.DirectoryOffer,
     """Every check that can refuse an offer, before a byte is accepted."""
     if choices.only_text:
         raise RejectedError("the sender offered a file, but --only-text was given")
-    name = offer.filename if isinstance(offer, transfer.FileOffer) else offer.dirname
-    target = transfer.target_path(name, choices.output_file, os.getcwd())
-    parent = os.path.dirname(target)
-    transfer.check_free_space(parent, transfer.space_needed(offer), transfer.free_space(parent))
+    target = filetransfer.plan_target(offer, choices.output_file, os.getcwd())
     output.status(f"Receiving {describe_offer(offer)}")
     if not choices.accept_file:
         where = os.path.relpath(target)
         if not output.ask_yes_no(f"ok? (y/N) [saves as {where}]: "):
             raise RejectedError("transfer rejected")
-    if isinstance(offer, transfer.FileOffer):
-        return FileSink(target, offer.filesize)
-    return DirectorySink(target, offer)
+    return filetransfer.open_sink(offer, target)
 
 
 async def _receive_file(reactor: Any, w: api.Wormhole,
@@ -121,7 +103,7 @@ async def _receive_file(reactor: Any, w: api.Wormhole,
     except HilltopError:
         w.send_message(transfer.ErrorMsg(REJECTED).to_wire())
         raise
-    size = offer.filesize if isinstance(offer, transfer.FileOffer) else offer.zipsize
+    size = filetransfer.wire_size(offer)
     with progress_bar(size, choices.hide_progress) as update:
         await filetransfer.receive_into(
             reactor, w, peer_transit, sink, size, choices.options,

@@ -17,6 +17,7 @@ from hilltop import __version__, capabilities, key, mailbox
 from hilltop.awaitable import DualDeferred, Queue, Watch
 from hilltop.errors import HilltopError, LocalError
 from hilltop.rendezvous import EndpointFactory, RendezvousClient, default_endpoint
+from hilltop.transfer import ErrorMsg
 
 APPID = key.APPID
 RELAY_URL = "ws://relay.magic-wormhole.io:4000/v1"
@@ -54,6 +55,7 @@ class Wormhole:
         if app_versions is None:
             app_versions = capabilities.advertisement(__version__, [], [])
         self.appid = appid
+        self._reactor = reactor
         self._engine = mailbox.Mailbox(
             appid,
             side=random_bytes(5).hex(),
@@ -121,6 +123,95 @@ class Wormhole:
         """The peer's next message, in order."""
         return self._messages.get()
 
+    # --- files and streams (transit) --------------------------------------------------------
+    def send_file(self, path: str, *, transit: Any = None,
+                  progress: Callable[[int], None] | None = None) -> DualDeferred[str]:
+        """Offer a file or directory and stream it once the peer accepts.
+
+        Fires with the SHA-256 hex both sides agreed on. ``transit`` is a
+        :class:`hilltop.filetransfer.TransitOptions` (relay helper, transports, no-listen).
+        """
+        from hilltop.filesource import open_source
+
+        async def go() -> str:
+            source = open_source(path)
+            with source:
+                return await self._send_source(source, transit, progress)
+
+        return _dual(go())
+
+    def send_stream(self, fileobj: Any, name: str, size: int, *, transit: Any = None,
+                    progress: Callable[[int], None] | None = None) -> DualDeferred[str]:
+        """Offer ``size`` bytes read from ``fileobj`` as a file called ``name``."""
+        from hilltop.filesource import FileSource
+        from hilltop.transfer import FileOffer
+
+        source = FileSource(FileOffer(name, size), name, fileobj)
+        return _dual(self._send_source(source, transit, progress))
+
+    async def _send_source(self, source: Any, transit: Any, progress: Any) -> str:
+        from hilltop import filetransfer
+
+        await self.get_peer_versions()
+        return await filetransfer.send_source(
+            self._reactor, self, source, transit or filetransfer.TransitOptions(),
+            progress=progress or (lambda _n: None))
+
+    def receive_file(self, directory: str, *, accept: Callable[[Any], bool] = lambda _o: True,
+                     transit: Any = None, progress: Callable[[int], None] | None = None
+                     ) -> DualDeferred[str]:
+        """Wait for a file or directory offer and save it inside ``directory``.
+
+        ``accept(offer)`` may refuse it. Fires with the saved path. The same safety rules as
+        the CLI apply: no overwriting, no names outside ``directory``, free space checked.
+        """
+        from hilltop import filetransfer
+
+        async def go() -> str:
+            offer, peer_transit, options = await self._file_offer(accept, transit)
+            try:
+                target = filetransfer.plan_target(offer, None, directory)
+            except HilltopError:
+                self.send_message(ErrorMsg("transfer rejected").to_wire())
+                raise
+            sink = filetransfer.open_sink(offer, target)
+            await filetransfer.receive_into(
+                self._reactor, self, peer_transit, sink, filetransfer.wire_size(offer), options,
+                progress=progress or (lambda _n: None))
+            return target
+
+        return _dual(go())
+
+    def receive_stream(self, fileobj: Any, *, accept: Callable[[Any], bool] = lambda _o: True,
+                       transit: Any = None, progress: Callable[[int], None] | None = None
+                       ) -> DualDeferred[str]:
+        """Write an offered *file*'s bytes to ``fileobj``; fires with their SHA-256."""
+        from hilltop import filetransfer
+        from hilltop.filesink import StreamSink
+        from hilltop.transfer import FileOffer
+
+        async def go() -> str:
+            offer, peer_transit, options = await self._file_offer(accept, transit)
+            if not isinstance(offer, FileOffer):
+                self.send_message(ErrorMsg("transfer rejected").to_wire())
+                raise LocalError("the peer offered a directory, not a single stream")
+            return await filetransfer.receive_into(
+                self._reactor, self, peer_transit, StreamSink(fileobj, offer.filesize),
+                offer.filesize, options, progress=progress or (lambda _n: None))
+
+        return _dual(go())
+
+    async def _file_offer(self, accept: Callable[[Any], bool], transit: Any) -> tuple:
+        from hilltop import filetransfer
+        from hilltop.transfer import TextOffer
+
+        await self.get_peer_versions()
+        offer, peer_transit = await filetransfer.receive_offer(self)
+        if isinstance(offer, TextOffer) or not accept(offer):
+            self.send_message(ErrorMsg("transfer rejected").to_wire())
+            raise LocalError("the offer was refused")
+        return offer, peer_transit, transit or filetransfer.TransitOptions()
+
     # --- close ---------------------------------------------------------------------------
     def close(self, mood: str | None = None) -> DualDeferred[str]:
         """Close and wait until the server confirmed. Fires with the mood, or fails with
@@ -165,3 +256,12 @@ class Wormhole:
             self._closed.fail(error)
         else:
             self._closed.fire(mood)
+
+
+def _dual(coro: Any) -> DualDeferred[Any]:
+    """Run a coroutine as a Deferred that asyncio code can await too."""
+    from twisted.internet.defer import ensureDeferred
+
+    d: DualDeferred[Any] = DualDeferred()
+    ensureDeferred(coro).chainDeferred(d)
+    return d

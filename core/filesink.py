@@ -32,7 +32,7 @@ import zipfile
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from hilltop.errors import (
     DiskFullError,
@@ -476,3 +476,36 @@ def _copy_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, fd: int) -> None:
     except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError,
             ValueError) as err:
         raise _bad_zip(err) from None
+
+
+class StreamSink:
+    """Received bytes go straight to a caller's writable object (library use, no renaming).
+
+    The caller owns the object, so on failure there is nothing to delete; ``finish`` still
+    refuses a short stream, so a truncated transfer is never reported as complete.
+    """
+
+    def __init__(self, fileobj: Any, size: int) -> None:
+        self.target = getattr(fileobj, "name", "<stream>")
+        self.size = size
+        self.received = 0
+        self._file = fileobj
+        self._hash = hashlib.sha256()
+
+    def write(self, data: bytes) -> None:
+        if self.received + len(data) > self.size:
+            raise ProtocolError(f"peer sent more than the {self.size} bytes it offered")
+        self._file.write(data)
+        self._hash.update(data)
+        self.received += len(data)
+
+    def finish(self, expected_sha256: str | None = None) -> str:
+        if self.received != self.size:
+            raise ProtocolError(f"stream ended after {self.received} of {self.size} bytes")
+        digest = self._hash.hexdigest()
+        if expected_sha256 is not None and expected_sha256 != digest:
+            raise ProtocolError("received bytes do not match the expected SHA-256")
+        return digest
+
+    def abort(self) -> None:
+        """Nothing to clean up: the stream belongs to the caller."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +22,7 @@ from twisted.internet import defer
 from hilltop import transfer
 from hilltop.api import Wormhole
 from hilltop.errors import ProtocolError, TransferError, TransitError
-from hilltop.filesink import DirectorySink, FileSink
+from hilltop.filesink import DirectorySink, FileSink, StreamSink
 from hilltop.filesource import CHUNK_SIZE, Source
 from hilltop.hints import hints_to_wire, parse_hints, parse_transit_helper
 from hilltop.runner import TransitConnection, TransitRunner
@@ -185,11 +186,62 @@ def _check_ack(record: bytes, digest: str) -> None:
 
 
 # --- receiver ---------------------------------------------------------------------------------
+Offer = transfer.TextOffer | transfer.FileOffer | transfer.DirectoryOffer
+
+
+async def receive_offer(w: Wormhole) -> tuple[Offer, transfer.TransitMsg | None]:
+    """Read app messages until the sender's offer; returns it with the sender's transit hints.
+
+    A garbled or unknown offer is answered with the ``error`` text official receivers send,
+    so the sender sees why, and raised here.
+    """
+    peer_transit: transfer.TransitMsg | None = None
+    while True:
+        try:
+            msg = transfer.parse_app_message(await w.get_message())
+        except ProtocolError as err:
+            w.send_message(transfer.ErrorMsg(getattr(err, "reply", str(err))).to_wire())
+            raise
+        if isinstance(msg, transfer.ErrorMsg):
+            raise TransferError(f"the sender abandoned the transfer: {msg.text}")
+        if isinstance(msg, transfer.TransitMsg):
+            peer_transit = msg
+        elif isinstance(msg, transfer.TextOffer):
+            return msg, peer_transit
+        elif isinstance(msg, transfer.FileOffer | transfer.DirectoryOffer):
+            if peer_transit is None:
+                w.send_message(transfer.ErrorMsg("transfer rejected").to_wire())
+                raise ProtocolError("the sender offered a file before its transit hints")
+            return msg, peer_transit
+
+
+def plan_target(offer: transfer.FileOffer | transfer.DirectoryOffer, output: str | None,
+                cwd: str) -> str:
+    """Where the offer will be saved; raises RejectedError if that is unsafe or cannot fit."""
+    name = offer.filename if isinstance(offer, transfer.FileOffer) else offer.dirname
+    target = transfer.target_path(name, output, cwd)
+    parent = os.path.dirname(target)
+    transfer.check_free_space(parent, transfer.space_needed(offer), transfer.free_space(parent))
+    return target
+
+
+def open_sink(offer: transfer.FileOffer | transfer.DirectoryOffer,
+              target: str) -> FileSink | DirectorySink:
+    if isinstance(offer, transfer.FileOffer):
+        return FileSink(target, offer.filesize)
+    return DirectorySink(target, offer)
+
+
+def wire_size(offer: transfer.FileOffer | transfer.DirectoryOffer) -> int:
+    """Bytes that will cross the transit connection for this offer."""
+    return offer.filesize if isinstance(offer, transfer.FileOffer) else offer.zipsize
+
+
 async def receive_into(
     reactor: Any,
     w: Wormhole,
     peer_transit: transfer.TransitMsg,
-    sink: FileSink | DirectorySink,
+    sink: FileSink | DirectorySink | StreamSink,
     size: int,
     options: TransitOptions,
     *,
