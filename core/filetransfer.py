@@ -94,7 +94,12 @@ async def send_source(
         try:
             on_connected(conn.description)
             digest = await _stream(reactor, conn, source, progress)
-            ack = await conn.receive_record()
+            try:
+                ack = await conn.receive_record()
+            except TransitError:
+                raise TransferError(
+                    "the receiver closed the connection without confirming the transfer "
+                    "(it may have refused what it got)") from None
             _check_ack(ack, digest)
             return digest
         finally:
