@@ -4,33 +4,43 @@
 objects. It never raises for peer input: unknown types are dropped quietly (new peers may add
 types, and the protocol says to ignore them), malformed hints of known types are dropped with a
 warning that says what was wrong, so a half-broken peer still gets a connection if one hint works.
+
+A type hilltop does not know but a loaded transport plugin claims (it lists the type in
+``TransportInfo.hint_types``) is passed through as a :class:`~hilltop.hints.raw.RawHint`; the
+caller says which types are claimed, so this module stays free of plugin machinery.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Collection
 from types import ModuleType
 from typing import Any
 
 from hilltop.errors import LocalError
-from hilltop.hints import direct_tcp_v1, relay_v1, tor_tcp_v1
+from hilltop.hints import direct_tcp_v1, raw, relay_v1, tor_tcp_v1
 from hilltop.hints._tcp import MalformedHintError
+from hilltop.hints.raw import RawHint
 
 log = logging.getLogger(__name__)
 
-Hint = direct_tcp_v1.Hint | relay_v1.Hint | tor_tcp_v1.Hint
+Hint = direct_tcp_v1.Hint | relay_v1.Hint | tor_tcp_v1.Hint | RawHint
 
 MODULES: dict[str, ModuleType] = {
     m.TYPE: m for m in (direct_tcp_v1, relay_v1, tor_tcp_v1)
 }
 
-__all__ = ["MODULES", "Hint", "MalformedHintError", "hints_to_wire", "parse_hints",
+__all__ = ["MODULES", "Hint", "MalformedHintError", "RawHint", "hints_to_wire", "parse_hints",
            "parse_transit_helper"]
 
 
-def parse_hints(items: Any) -> list[Hint]:
-    """Parse a peer's ``hints-v1`` list leniently (see the module docstring)."""
+def parse_hints(items: Any, claimed: Collection[str] = ()) -> list[Hint]:
+    """Parse a peer's ``hints-v1`` list leniently (see the module docstring).
+
+    ``claimed``: hint types some loaded plugin can dial; those hilltop has no module for come
+    back as :class:`RawHint`. Types nobody claims are still dropped.
+    """
     if not isinstance(items, list):
         log.warning("ignoring transit hints: expected a list, got %s", type(items).__name__)
         return []
@@ -38,6 +48,8 @@ def parse_hints(items: Any) -> list[Hint]:
     for item in items:
         kind = item.get("type") if isinstance(item, dict) else None
         module = MODULES.get(kind) if isinstance(kind, str) else None
+        if module is None and kind in claimed:
+            module = raw
         if module is None:
             log.debug("ignoring transit hint of unknown type %r", kind)
             continue

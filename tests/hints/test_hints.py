@@ -9,6 +9,7 @@ import pytest
 from hilltop.errors import LocalError
 from hilltop.hints import (
     MalformedHintError,
+    RawHint,
     direct_tcp_v1,
     hints_to_wire,
     parse_hints,
@@ -134,3 +135,28 @@ def test_transit_helper(text: str, host: str, port: int, prio: float) -> None:
 def test_transit_helper_errors(text: str) -> None:
     with pytest.raises(LocalError, match="transit helper"):
         parse_transit_helper(text)
+
+
+def test_claimed_unknown_types_pass_through_raw() -> None:
+    items = [{"type": "unix-socket-v1", "path": "/run/x.sock", "priority": 0.5},
+             {"type": "webrtc-v9", "x": 1}, MW_HINTS[0]]
+    unix, direct = parse_hints(items, claimed={"unix-socket-v1"})
+    assert isinstance(unix, RawHint) and unix.type == "unix-socket-v1"
+    assert unix.get("path") == "/run/x.sock" and unix.priority == 0.5
+    assert unix.to_wire() == items[0]
+    assert str(unix) == '{"path":"/run/x.sock"}'
+    assert direct == direct_tcp_v1.Hint("192.0.2.7", 40123, 0.0)
+    # a claimed built-in type is still parsed by its own module
+    assert parse_hints(MW_HINTS[:1], claimed={"direct-tcp-v1"}) == [direct]
+
+
+def test_raw_hint_is_a_copy_and_lenient_about_priority() -> None:
+    wire = {"type": "x-v1", "nested": {"a": [1]}, "priority": "high"}
+    [h] = parse_hints([wire], claimed=["x-v1"])
+    wire["nested"]["a"].append(2)
+    assert h.get("nested") == {"a": [1]} and h.priority == 0.0
+    out = h.to_wire()
+    out["nested"]["a"].append(3)
+    assert h.get("nested") == {"a": [1]}
+    assert RawHint.make("x-v1", path="/p") == RawHint.make("x-v1", path="/p")
+    assert hash(RawHint.make("x-v1", path="/p")) == hash(RawHint.make("x-v1", path="/q"))
