@@ -176,13 +176,39 @@ class MailboxServer(ServerProcess):
         return f"ws://127.0.0.1:{self.port}/v1"
 
 
+WELL_KNOWN_TRANSIT_PORT = 4001
+"""Inside ``integration/netns-run``, transit.magic-wormhole.io resolves to 127.0.0.1; a relay on
+this port then serves peers that cannot be told another one (wormhole-william)."""
+
+
 class TransitRelayServer(ServerProcess):
     def __init__(self, twist: Path, workdir: Path) -> None:
         super().__init__(twist, "transitrelay", [], workdir)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", WELL_KNOWN_TRANSIT_PORT))
+            except OSError:
+                return  # taken: keep the free port chosen above
+        self.port = WELL_KNOWN_TRANSIT_PORT
 
     @property
     def hint(self) -> str:
         return f"tcp:127.0.0.1:{self.port}"
+
+
+def only_loopback() -> bool:
+    """True inside ``integration/netns-run``: the only network interface is ``lo``."""
+    return sorted(os.listdir("/sys/class/net")) == ["lo"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_network() -> None:
+    """Every peer advertises every address it has; only a loopback-only network namespace
+    guarantees that no test traffic goes anywhere but 127.0.0.1/::1."""
+    if not only_loopback():
+        pytest.fail("integration tests must run in a loopback-only network namespace: "
+                    "`bash .ci/run`, or `integration/netns-run .venv/bin/pytest integration`",
+                    pytrace=False)
 
 
 @pytest.fixture(scope="session")
