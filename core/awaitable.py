@@ -1,32 +1,49 @@
 """A Deferred that an asyncio coroutine can ``await`` too.
 
 The library API returns these so one object serves both worlds: Twisted code adds callbacks
-or uses ``yield``/``await`` inside ``ensureDeferred``; asyncio code simply awaits. Inside an
-asyncio Task a plain Deferred would be rejected ("Task got bad yield"), so there we hand the
-Task an asyncio Future instead. This needs Twisted's asyncio reactor (see
-:mod:`hilltop.reactor`), which runs both on the same loop.
+or awaits inside ``ensureDeferred``; asyncio code simply awaits. An asyncio Task rejects a
+plain Deferred ("Task got bad yield") and Twisted's coroutine driver cannot wait on an asyncio
+Future, so at ``await`` time we look at *who drives the awaiting coroutine*: we walk out of the
+chain of coroutine frames to the frame that resumed the outermost one. Twisted's driver lives
+in ``twisted/internet/defer.py``; anything else is the asyncio loop, which gets a Future.
+Asking "is there a current asyncio Task?" is not enough: a Twisted-driven coroutine can be
+resumed by a Deferred callback fired inside some asyncio Task (aiortc, zeroconf). This needs
+Twisted's asyncio reactor (:mod:`hilltop.reactor`), which runs both on one loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
+import sys
 from collections.abc import Generator
+from pathlib import PurePath
 from typing import Any, TypeVar
 
 from twisted.internet.defer import Deferred
 
 T = TypeVar("T")
+_TWISTED_DRIVER = PurePath("twisted", "internet", "defer.py")
+
+
+def _driven_by_twisted(awaiting_frame: Any) -> bool:
+    frame = awaiting_frame
+    while frame is not None and frame.f_code.co_flags & inspect.CO_COROUTINE:
+        frame = frame.f_back
+    if frame is None:
+        return True
+    return PurePath(frame.f_code.co_filename).parts[-3:] == _TWISTED_DRIVER.parts
 
 
 class DualDeferred(Deferred[T]):
     def __await__(self) -> Generator[Any, None, T]:
-        try:
-            loop = asyncio.get_running_loop()
-            task = asyncio.current_task(loop)
-        except RuntimeError:
-            task = None
-        if task is not None:
-            return self.asFuture(loop).__await__()
+        if not _driven_by_twisted(sys._getframe(1)):
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                loop = None
+            if loop is not None:
+                return self.asFuture(loop).__await__()
         return super().__await__()
 
 

@@ -30,3 +30,19 @@ def install_asyncio_reactor(loop: asyncio.AbstractEventLoop | None = None) -> An
             f"hilltop needs Twisted's asyncio reactor, but {type(reactor).__name__} is installed"
         )
     return reactor
+
+
+def ensure_running(reactor: Any) -> None:
+    """Start Twisted's machinery when an asyncio program (not ``reactor.run()``) drives the loop.
+
+    An asyncio program runs the loop itself, so the reactor never "starts": its thread pool
+    (used for DNS lookups) and startup triggers would never run. Starting it without signal
+    handlers leaves the loop, and Ctrl-C, to the asyncio program.
+    """
+    if reactor.running:
+        return
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return  # nobody runs the loop yet; reactor.run() will start everything
+    reactor.startRunning(installSignalHandlers=False)

@@ -72,3 +72,41 @@ def test_queue_keeps_order_and_fails_waiters() -> None:
     waiting.addErrback(lambda f: errors.append(f.value))
     q.fail(RuntimeError("closed"))
     assert isinstance(errors[0], RuntimeError)
+
+
+@pytest_twisted.ensureDeferred
+async def test_twisted_coroutine_resumed_inside_an_asyncio_task_stays_twisted() -> None:
+    """aiortc and zeroconf fire callbacks from inside asyncio Tasks; a Twisted-driven
+    coroutine woken there must still wait the Twisted way."""
+    gate: defer.Deferred[None] = defer.Deferred()
+    later: DualDeferred[int] = DualDeferred()
+
+    async def twisted_side() -> int:
+        await gate
+        return await later
+
+    result = defer.ensureDeferred(twisted_side())
+
+    async def some_asyncio_task() -> None:
+        gate.callback(None)
+
+    await defer.Deferred.fromFuture(asyncio.ensure_future(some_asyncio_task()))
+    later.callback(9)
+    assert await result == 9
+
+
+@pytest_twisted.ensureDeferred
+async def test_asyncio_task_awaits_through_nested_coroutines() -> None:
+    from twisted.internet import reactor
+
+    d: DualDeferred[str] = DualDeferred()
+
+    async def inner() -> str:
+        return await d
+
+    async def outer() -> str:
+        return await inner()
+
+    task = asyncio.ensure_future(outer())
+    reactor.callLater(0.01, d.callback, "deep")
+    assert await defer.Deferred.fromFuture(task) == "deep"
