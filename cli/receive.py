@@ -10,12 +10,14 @@ import click
 
 from hilltop import api, filetransfer, transfer
 from hilltop.cli import codeinput, output
+from hilltop.cli import lan as cli_lan
 from hilltop.cli.main import GlobalOptions, run
 from hilltop.cli.progress import progress_bar
 from hilltop.cli.send import close_quietly, describe_offer
-from hilltop.cli.transitopts import transit_flags, transit_options
-from hilltop.errors import HilltopError, RejectedError
+from hilltop.cli.transitopts import lan_flags, transit_flags, transit_options
+from hilltop.errors import HilltopError, LocalError, RejectedError
 from hilltop.filesink import DirectorySink, FileSink
+from hilltop.lan import lan_interfaces
 
 REJECTED = "transfer rejected"
 
@@ -33,29 +35,45 @@ REJECTED = "transfer rejected"
               help="name to save as, instead of the sender's; an existing directory "
                    "receives the transfer inside it")
 @transit_flags
+@lan_flags
 @click.pass_obj
 def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, verify: bool,
             hide_progress: bool, only_text: bool, accept_file: bool, output_file: str | None,
-            listen: bool, transports: str | None) -> None:
+            listen: bool, transports: str | None, lan: bool, interface: str | None) -> None:
     """Receive a text message, file, or directory (from 'wormhole send')."""
     typed = "-".join(code) if code else None
     options = transit_options(opts.transit_helper, listen, transports)
     choices = _Choices(only_text, accept_file, output_file, hide_progress, options)
 
     async def main(reactor: Any) -> int:
-        w = api.Wormhole(opts.appid, opts.relay_url, reactor=reactor)
+        relay_url, found = opts.relay_url, None
+        if lan or interface:
+            if typed is None:
+                raise LocalError("with --lan, give the code on the command line")
+            interfaces = lan_interfaces(interface)
+            choices.options = cli_lan.lan_transit(options, interfaces, interface,
+                                                  opts.transit_helper == api.TRANSIT_HELPER)
+            relay_url, found = await cli_lan.find_sender(reactor, interfaces, typed)
+        w = api.Wormhole(opts.appid, relay_url, reactor=reactor)
         try:
-            if typed is not None:
-                w.set_code(typed)
-            else:
-                await codeinput.read_code(reactor, w, code_length)
-            verifier = await w.get_verifier()
-            if verify:
-                output.status(f"Verifier {verifier.hex()}.")
-            await w.get_peer_versions()
-            return await _receive(reactor, w, choices)
+            with cli_lan.suggest_lan("receive", enabled=found is None):
+                return await _converse(reactor, w, typed, found)
         finally:
             await close_quietly(w)
+
+    async def _converse(reactor: Any, w: api.Wormhole, typed: str | None,
+                        found: float | None) -> int:
+        if typed is not None:
+            w.set_code(typed)
+            if found is not None:
+                await cli_lan.announce_connected(reactor, w, found)
+        else:
+            await codeinput.read_code(reactor, w, code_length)
+        verifier = await w.get_verifier()
+        if verify:
+            output.status(f"Verifier {verifier.hex()}.")
+        await w.get_peer_versions()
+        return await _receive(reactor, w, choices)
 
     run(main)
 

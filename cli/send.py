@@ -9,12 +9,14 @@ from typing import Any
 import click
 
 from hilltop import api, filetransfer, transfer
+from hilltop.cli import lan as cli_lan
 from hilltop.cli import output
 from hilltop.cli.main import GlobalOptions, run
 from hilltop.cli.progress import progress_bar
-from hilltop.cli.transitopts import transit_flags, transit_options
+from hilltop.cli.transitopts import lan_flags, transit_flags, transit_options
 from hilltop.errors import LocalError, TransferError
 from hilltop.filesource import Source, open_source
+from hilltop.lan import lan_interfaces
 
 VERIFY_REJECTED = "sender rejected verification check, abandoned transfer"
 
@@ -32,10 +34,11 @@ VERIFY_REJECTED = "sender rejected verification check, abandoned transfer"
 @click.option("--ignore-unsendable-files", is_flag=True,
               help="leave out files that cannot be read instead of failing")
 @transit_flags
+@lan_flags
 @click.pass_obj
 def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | None,
          code_length: int, verify: bool, hide_progress: bool, ignore_unsendable_files: bool,
-         listen: bool, transports: str | None) -> None:
+         listen: bool, transports: str | None, lan: bool, interface: str | None) -> None:
     """Send a text message, file, or directory."""
     if text is None and what is None:
         raise click.UsageError("give a file or directory to send, or --text MESSAGE")
@@ -46,18 +49,31 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
         text = sys.stdin.read()
     options = transit_options(opts.transit_helper, listen, transports)
 
-    async def main(reactor: Any) -> int:
+    async def payload(reactor: Any, w: api.Wormhole, code: str | None,
+                      options: filetransfer.TransitOptions, receive_command: str) -> int:
         source = None
         if what is not None:
             source = open_source(what, skip_unsendable=ignore_unsendable_files)
+        if source is not None:
+            with source:
+                return await _send_file(reactor, w, source, options, code, code_length,
+                                        verify, hide_progress, receive_command)
+        assert text is not None
+        return await _send_text(w, text, code, code_length, verify, receive_command)
+
+    async def main(reactor: Any) -> int:
+        if lan or interface:
+            interfaces = lan_interfaces(interface)
+            lan_options = cli_lan.lan_transit(options, interfaces, interface,
+                                              opts.transit_helper == api.TRANSIT_HELPER)
+            return await cli_lan.send_lan(
+                reactor, opts, interfaces,
+                lambda w, c: payload(reactor, w, c, lan_options, "wormhole receive --lan"),
+                code, code_length)
         w = api.Wormhole(opts.appid, opts.relay_url, reactor=reactor)
         try:
-            if source is not None:
-                with source:
-                    return await _send_file(reactor, w, source, options, code, code_length,
-                                            verify, hide_progress)
-            assert text is not None
-            return await _send_text(w, text, code, code_length, verify)
+            with cli_lan.suggest_lan("send"):
+                return await payload(reactor, w, code, options, "wormhole receive")
         finally:
             await close_quietly(w)
 
@@ -65,7 +81,7 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
 
 
 async def announce_code(w: api.Wormhole, code: str | None, code_length: int,
-                        verify: bool) -> str:
+                        verify: bool, receive_command: str = "wormhole receive") -> str:
     """Set or allocate the code and tell the user what the other side must type."""
     if code is not None:
         w.set_code(code)
@@ -75,7 +91,7 @@ async def announce_code(w: api.Wormhole, code: str | None, code_length: int,
     output.status(f"Wormhole code is: {code}")
     output.status("On the other computer, please run:")
     output.status()
-    output.status(f"wormhole receive{' --verify' if verify else ''} {code}")
+    output.status(f"{receive_command}{' --verify' if verify else ''} {code}")
     output.status()
     return code
 
@@ -92,9 +108,9 @@ async def confirm_key(w: api.Wormhole, verify: bool) -> dict:
 
 
 async def _send_text(w: api.Wormhole, text: str, code: str | None, code_length: int,
-                     verify: bool) -> int:
+                     verify: bool, receive_command: str = "wormhole receive") -> int:
     output.status(f"Sending text message ({len(text.encode('utf-8'))} bytes)")
-    await announce_code(w, code, code_length, verify)
+    await announce_code(w, code, code_length, verify, receive_command)
     await confirm_key(w, verify)
     w.send_message(transfer.TextOffer(text).to_wire())
     reply = transfer.parse_app_message(await w.get_message())
@@ -116,11 +132,12 @@ def describe_offer(offer: transfer.FileOffer | transfer.DirectoryOffer) -> str:
 
 async def _send_file(reactor: Any, w: api.Wormhole, source: Source,
                      options: filetransfer.TransitOptions, code: str | None, code_length: int,
-                     verify: bool, hide_progress: bool) -> int:
+                     verify: bool, hide_progress: bool,
+                     receive_command: str = "wormhole receive") -> int:
     for skipped in source.skipped:
         output.status(f"left out (unreadable): {skipped}")
     output.status(f"Sending {describe_offer(source.offer)}")
-    await announce_code(w, code, code_length, verify)
+    await announce_code(w, code, code_length, verify, receive_command)
     await confirm_key(w, verify)
     with progress_bar(source.size, hide_progress) as update:
         await filetransfer.send_source(

@@ -23,3 +23,13 @@ def transit_options(transit_helper: str, listen: bool, transports: str | None) -
     names = [t.strip() for t in transports.split(",") if t.strip()] if transports else None
     return TransitOptions(transit_helpers=[transit_helper] if transit_helper else [],
                           no_listen=not listen, transports=names)
+
+
+def lan_flags(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = click.option("--interface", metavar="NAME", default=None,
+                     help="with --lan: announce, listen and look only on this network "
+                          "interface (implies --lan)")(f)
+    f = click.option("--lan", is_flag=True,
+                     help="no server at all: find the other side on the local network "
+                          "(mDNS); both sides must use --lan")(f)
+    return f

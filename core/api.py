@@ -58,6 +58,7 @@ class Wormhole:
         if app_versions is None:
             app_versions = capabilities.advertisement(__version__, [], capabilities.FEATURES)
         self.appid = appid
+        self.relay_url = relay_url
         self.app_versions = app_versions
         """What our ``version`` message carries (extensions are used only if listed here)."""
         self.relay_url = relay_url

@@ -55,15 +55,20 @@ def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions) -
     from hilltop.plugins import load_transports
 
     transports = load_transports(list(options.transports) if options.transports else None)
+    tk = transit_key(w)
+    extra = dict(options.extra)
+    # the lan transport announces under a tag derived from the transit key, never the code
+    extra["lan"] = {**extra.get("lan", {}), "transit_key": tk,
+                    "mailbox_url": getattr(w, "relay_url", None)}
     return TransitRunner(
         reactor,
         role,  # type: ignore[arg-type]
-        transit_key(w),
+        tk,
         transports=transports,
         transit_helpers=[parse_transit_helper(h) for h in options.transit_helpers if h],
         no_listen=options.no_listen,
         local_addresses=options.local_addresses,
-        options=options.extra,
+        options=extra,
     )
 
 

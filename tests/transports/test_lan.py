@@ -1,0 +1,52 @@
+"""The lan transport stays quiet (no sockets, no multicast) whenever it has nothing to find.
+
+Its real work is covered in integration/test_lan.py, inside network namespaces: mDNS must never
+run on this machine's own interfaces, so these tests only check the cases where it declines.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from hilltop.hookspecs import TransitSession
+from hilltop.plugins import load_transports
+from hilltop.transports.lan import Lan, _loopback_url
+
+
+class NoReactor:
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"the lan transport touched the reactor ({name})")
+
+
+@pytest.mark.parametrize("options", [
+    {},                                                       # no transit key: not a session
+    {"lan": {"transit_key": b"k" * 32, "mailbox_url": "ws://127.0.0.1:4000/v1"}},
+    {"lan": {"transit_key": b"k" * 32, "mailbox_url": "ws://[::1]:4000/v1"}},
+    {"lan": {"transit_key": b"k" * 32, "mailbox_url": "ws://localhost:4000/v1"}},
+])
+def test_declines_without_a_key_or_with_a_loopback_mailbox(options: dict) -> None:
+    lan = Lan()
+    session = TransitSession(reactor=NoReactor(), role="sender", options=options)
+    assert lan.hilltop_transport_start(session) == []
+    assert lan.hilltop_transport_stop() is None
+
+
+def test_declines_under_tor() -> None:
+    session = TransitSession(reactor=NoReactor(), role="receiver", tor=True,
+                             options={"lan": {"transit_key": b"k" * 32,
+                                              "mailbox_url": "ws://198.18.0.1:4000/v1"}})
+    assert Lan().hilltop_transport_start(session) == []
+
+
+def test_loopback_url() -> None:
+    assert _loopback_url("ws://127.0.0.2:1/v1")
+    assert not _loopback_url("ws://relay.magic-wormhole.io:4000/v1")
+    assert not _loopback_url("ws://198.18.0.1:4000/v1")
+    assert not _loopback_url(None)
+
+
+def test_registered_through_its_entry_point_with_no_hint_types() -> None:
+    lan = next(t for t in load_transports().loaded if t.name == "lan")
+    assert lan.info.hint_types == () and not lan.info.relay
