@@ -1,26 +1,87 @@
-"""``wormhole transports``: what is installed, what it dials, and whether it works right now."""
+"""``wormhole transports``: what is installed, what it dials, and whether it works right now.
+
+Plugins that were skipped are listed with the reason (failed to import, wrong plugin api,
+disabled by the config file or ``--no-plugins``). ``--check`` also runs every transport once on
+loopback (start, dial its own hint, stop, each under the hook timeouts), so a plugin that
+raises, hangs or returns bad hints during a transfer shows up here with the same reason.
+"""
 
 from __future__ import annotations
+
+import logging
+from typing import Any
 
 import click
 
 from hilltop.cli import output
-from hilltop.plugins import load_transports
+from hilltop.cli.transitopts import no_plugins_chosen, no_plugins_flag
+from hilltop.errors import HilltopError
+from hilltop.plugins import HookTimeouts, Transports, load_configured
+
+
+def listing(loaded: Transports, checked: dict[str, list[str]] | None = None) -> list[str]:
+    """The table, one line per transport: name, hint types, origin, status."""
+    rows = [("NAME", "HINT TYPES", "FROM", "STATUS")]
+    failed = {f.name: f.reason for f in loaded.failures}
+    for t in loaded.loaded:
+        if t.name in loaded.broken:
+            status = f"failed: {loaded.broken[t.name]}"
+        elif not t.info.usable:
+            status = f"not usable: {t.info.why_not or 'no reason given'}"
+        elif checked is not None:
+            status = "ok (checked)"
+        else:
+            status = "usable"
+        rows.append((t.name, ",".join(t.info.hint_types), _origin(t), status))
+        failed.pop(t.name, None)
+    for name, reason in failed.items():
+        rows.append((name, "-", "plugin", f"skipped: {reason}"))
+    for d in loaded.disabled:
+        rows.append((d.name, "-", "-", d.reason))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    return [f"{a:<{widths[0]}}  {b:<{widths[1]}}  {c:<{widths[2]}}  {d}".rstrip()
+            for a, b, c, d in rows]
+
+
+def _origin(t: Any) -> str:
+    if t.builtin:
+        return "built-in"
+    module = type(t.plugin).__module__.split(".")[0]
+    return f"plugin ({module})"
 
 
 @click.command(name="transports")
-def transports() -> None:
+@click.option("--check", is_flag=True,
+              help="also try each transport once on loopback (start, dial, stop) and report "
+                   "any that fail or hang")
+@no_plugins_flag
+def transports(check: bool) -> None:
     """List installed transports: name, hint types, usable now or why not."""
-    loaded = load_transports()
-    rows = [("NAME", "HINT TYPES", "STATUS")]
-    for t in loaded.loaded:
-        status = "usable" if t.info.usable else f"not usable: {t.info.why_not or 'no reason given'}"
-        rows.append((t.name, ",".join(t.info.hint_types), status))
-    for failure in loaded.failures:
-        rows.append((failure.name, "-", f"failed to load: {failure.reason}"))
-    widths = [max(len(r[i]) for r in rows) for i in range(2)]
-    for name, hints, status in rows:
-        click.echo(f"{name:<{widths[0]}}  {hints:<{widths[1]}}  {status}")
+    logging.getLogger("hilltop.plugins").setLevel(logging.ERROR)  # the table says it all
+    try:
+        loaded = load_configured(no_plugins=no_plugins_chosen())
+    except HilltopError as err:  # a broken config file
+        output.error(str(err))
+        raise SystemExit(1) from None
+    if not check:
+        status = _show(loaded, None)
+        if status:
+            raise SystemExit(status)
+        return
+
+    from hilltop.cli.main import run
+
+    async def main(reactor: Any) -> int:
+        checked = await loaded.probe(reactor, HookTimeouts(start=10.0, connect=10.0, stop=10.0))
+        return _show(loaded, checked)
+
+    run(main)
+
+
+def _show(loaded: Transports, checked: dict[str, list[str]] | None) -> int:
+    for line in listing(loaded, checked):
+        click.echo(line)
     if not loaded.loaded:
         output.error("no transports are installed")
-        raise SystemExit(1)
+        return 1
+    return 0

@@ -38,6 +38,7 @@ class TransitOptions:
     transit_helpers: Sequence[str] = ()
     no_listen: bool = False
     transports: Sequence[str] | None = None  # None: every installed transport
+    no_plugins: bool = False  # only the transports shipped with hilltop (--no-plugins)
     local_addresses: Sequence[str] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -52,9 +53,10 @@ def transit_key(w: Wormhole) -> bytes:
 
 
 def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions) -> TransitRunner:
-    from hilltop.plugins import load_transports
+    from hilltop.plugins import load_configured
 
-    transports = load_transports(list(options.transports) if options.transports else None)
+    transports = load_configured(list(options.transports) if options.transports else None,
+                                 no_plugins=options.no_plugins)
     tk = transit_key(w)
     extra = dict(options.extra)
     # the lan transport announces under a tag derived from the transit key, never the code
@@ -70,6 +72,11 @@ def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions) -
         local_addresses=options.local_addresses,
         options=extra,
     )
+
+
+def parse_peer_hints(runner: TransitRunner, msg: transfer.TransitMsg) -> list[Any]:
+    """The peer's hints, keeping third-party hint types a loaded transport claims."""
+    return parse_hints(list(msg.hints), runner.transports.hint_types())
 
 
 def transit_message(runner: TransitRunner, hints: Sequence[Any]) -> bytes:
@@ -95,7 +102,7 @@ async def send_source(
         w.send_message(transit_message(runner, hints))
         w.send_message(source.offer.to_wire())
         peer_transit = await _await_answer(w)
-        conn = await runner.connect(parse_hints(list(peer_transit.hints)))
+        conn = await runner.connect(parse_peer_hints(runner, peer_transit))
         try:
             on_connected(conn.description)
             digest = await _stream(reactor, conn, source, progress)
@@ -264,7 +271,7 @@ async def receive_into(
         hints = await runner.our_hints()
         w.send_message(transit_message(runner, hints))
         w.send_message(transfer.Answer(transfer.FILE_ACK).to_wire())
-        conn = await runner.connect(parse_hints(list(peer_transit.hints)))
+        conn = await runner.connect(parse_peer_hints(runner, peer_transit))
         try:
             on_connected(conn.description)
             while sink.received < size:

@@ -34,7 +34,7 @@ from hilltop.awaitable import DualDeferred, Watch
 from hilltop.errors import BadRecordError, TransitError
 from hilltop.hints import Hint, relay_v1
 from hilltop.hookspecs import TransitSession
-from hilltop.plugins import LoadedTransport, Transports, load_transports
+from hilltop.plugins import HookTimeouts, LoadedTransport, Transports, load_transports
 from hilltop.records import RecordDecoder, RecordEncoder, record_keys
 from hilltop.streams import ByteStream
 
@@ -74,6 +74,7 @@ class TransitRunner:
         config: rc.RaceConfig | None = None,
         relay_side16: str | None = None,
         options: dict[str, Any] | None = None,
+        hook_timeouts: HookTimeouts | None = None,
     ) -> None:
         self.reactor = reactor
         self.role: Role = role
@@ -85,6 +86,7 @@ class TransitRunner:
             offer_inbound=self._offer_inbound, options=dict(options or {}),
         )
         self.config = config or rc.RaceConfig()
+        self.hook_timeouts = hook_timeouts or HookTimeouts()
         self._side16 = relay_side16 or os.urandom(8).hex()
         self._started: Watch | None = None
         self._own: list[tuple[LoadedTransport, Hint]] = []
@@ -146,15 +148,10 @@ class TransitRunner:
     # -- starting --------------------------------------------------------------------------------
     async def _start_all(self) -> list[Hint]:
         hints: list[Hint] = []
-        for transport, result in self.transports.call_each(
-            "hilltop_transport_start", session=self.session
+        for transport, got in await self.transports.start_all(
+            self.session, self.reactor, self.hook_timeouts.start
         ):
-            try:
-                got = await defer.maybeDeferred(lambda r=result: r)
-            except Exception:
-                log.warning("transport %s failed to start", transport.name, exc_info=True)
-                continue
-            for hint in got or []:
+            for hint in got:
                 hints.append(hint)
                 self._own.append((transport, hint))
                 if not transport.info.relay:
@@ -264,31 +261,14 @@ class TransitRunner:
 
     def _start_attempt(self, a: _Attempt) -> None:
         assert self._race is not None
-        owners = self.transports.for_hint_type(a.hint.type)
-        dial = None
-        errors = []
-        for transport in owners:
-            try:
-                dial = self.transports.call(transport, "hilltop_transport_connect",
-                                            hint=a.hint, session=self.session)
-            except Exception as err:
-                log.warning("transport %s failed to dial %s", transport.name, a.hint,
-                            exc_info=True)
-                errors.append(f"{transport.name} failed: {type(err).__name__}: {err}")
-                continue
-            if dial is not None:
-                a.transport = transport
-                break
-        if dial is None:
-            self._race.attempt_failed(a.key, "; ".join(errors) or "no transport took it",
-                                      self._now())
-            return
-        a.dial = defer.maybeDeferred(lambda: dial)
-        a.dial.addCallbacks(lambda stream: self._dialled(a, stream),
-                            lambda f: self._dial_failed(a, f))
+        dial = defer.ensureDeferred(self.transports.dial(
+            a.hint, self.session, self.reactor, self.hook_timeouts.connect))
+        a.dial = dial
+        dial.addCallbacks(lambda got: self._dialled(a, *got), lambda f: self._dial_failed(a, f))
 
-    def _dialled(self, a: _Attempt, stream: ByteStream) -> None:
+    def _dialled(self, a: _Attempt, transport: LoadedTransport, stream: ByteStream) -> None:
         a.dial = None
+        a.transport = transport
         if a.done:
             stream.close()
             self._track_closing(stream)
@@ -396,17 +376,7 @@ class TransitRunner:
         if self._started is not None:
             with contextlib.suppress(Exception):
                 await self._started.when()
-        waits = []
-        for _transport, result in self.transports.call_each(
-            "hilltop_transport_stop", session=self.session
-        ):
-            if isinstance(result, defer.Deferred):
-                waits.append(result)
-        for d in waits:
-            try:
-                await d
-            except Exception:
-                log.warning("a transport failed to stop cleanly", exc_info=True)
+        await self.transports.stop_all(self.session, self.reactor, self.hook_timeouts.stop)
         # losers (and late dials) may still be closing: wait for every one
         while self._closing:
             pending, self._closing = self._closing, []

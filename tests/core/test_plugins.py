@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import logging
 from importlib.metadata import EntryPoint
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from hilltop.cli import transports as cli_transports
 from hilltop.errors import LocalError
 from hilltop.hookspecs import TransportInfo, hookimpl
-from hilltop.plugins import load_transports
+from hilltop.plugins import (
+    PluginConfig,
+    config_path,
+    load_configured,
+    load_transports,
+    read_config,
+)
 
 
 class Good:
@@ -86,3 +95,109 @@ def test_duplicate_names_rejected() -> None:
     transports = load_transports(eps=[], extra=[Good(), Good()])
     assert transports.names() == ["good"]
     assert "already loaded" in transports.failures[0].reason
+
+
+def test_api_mismatch_message_is_clear() -> None:
+    class Future(Good):
+        api = 2
+
+    class NoApi:
+        @hookimpl
+        def hilltop_transport_info(self) -> TransportInfo:
+            return TransportInfo(name="x", hint_types=("x-v1",))
+
+    transports = load_transports(eps=[], extra=[Future(), NoApi()])
+    reasons = {f.name: f.reason for f in transports.failures}
+    assert reasons["Future"] == (
+        "is written for plugin api 2, but this hilltop provides api 1; install a release of "
+        "the plugin made for api 1, or a hilltop that provides api 2")
+    assert reasons["NoApi"] == "declares no plugin api version (a transport class needs `api = 1`)"
+
+
+def test_garbage_info_rejected() -> None:
+    class Nameless(Good):
+        @hookimpl
+        def hilltop_transport_info(self) -> TransportInfo:
+            return TransportInfo(name="", hint_types=["list-not-tuple"])  # type: ignore[arg-type]
+
+    transports = load_transports(eps=[], extra=[Nameless()])
+    assert transports.names() == []
+    assert "hilltop_transport_info gave" in transports.failures[0].reason
+
+
+def write_config(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "hilltop" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert config_path() == tmp_path / "hilltop" / "config.toml"
+    assert read_config() == PluginConfig()  # no file: defaults
+    path = write_config(tmp_path, '[transports]\ndisabled = ["relay", "nonesuch"]\n')
+    assert read_config().disabled == ("relay", "nonesuch")
+    transports = load_configured()
+    assert "relay" not in transports.names() and "direct-tcp" in transports.names()
+    assert [(d.name, d.reason) for d in transports.disabled] == [
+        ("relay", f"disabled by config file {path}")]
+    # naming it explicitly (--transports) beats the standing config
+    assert load_configured(["relay"]).names() == ["relay"]
+
+
+@pytest.mark.parametrize("text", ["[transports\n", "[transports]\ndisabled = 'relay'\n",
+                                  "[transports]\ndisabled = [1]\n"])
+def test_bad_config_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                     text: str) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    write_config(tmp_path, text)
+    with pytest.raises(LocalError, match="config"):
+        load_configured()
+
+
+def test_disabling_an_entry_point_means_it_is_never_imported() -> None:
+    eps = [EntryPoint("broken", "hilltop.no_such_module:Thing", "hilltop.transports")]
+    transports = load_transports(eps=eps, disabled=["broken"])
+    assert transports.failures == []
+    assert [d.name for d in transports.disabled] == ["broken"]
+
+
+def test_no_plugins_keeps_only_what_hilltop_ships() -> None:
+    third_party = EntryPoint("elsewhere", "hilltop.no_such_module:Thing", "hilltop.transports")
+    transports = load_transports(eps=[third_party], builtins_only=True)
+    assert transports.failures == [] and transports.names() == []
+    assert transports.disabled[0].reason == "disabled by --no-plugins"
+    builtins = load_transports(builtins_only=True)
+    assert {"direct-tcp", "relay"} <= set(builtins.names())
+    assert all(t.builtin for t in builtins.loaded)
+
+
+def test_wormhole_transports_lists_failures_and_disabled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    write_config(tmp_path, '[transports]\ndisabled = ["relay"]\n')
+    result = CliRunner().invoke(cli_transports.transports, [])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].split() == ["NAME", "HINT", "TYPES", "FROM", "STATUS"]
+    assert any(line.startswith("direct-tcp") and "built-in" in line and "usable" in line
+               for line in lines)
+    assert any(line.startswith("relay") and "disabled by config file" in line
+               for line in lines)
+
+    class Future(Good):
+        api = 2
+
+    loaded = load_transports(eps=[], extra=[Future(), Good()])
+    text = "\n".join(cli_transports.listing(loaded))
+    assert "Future" in text and "written for plugin api 2" in text
+    assert "not usable: needs a unicorn" in text
+
+
+def test_wormhole_transports_no_plugins_flag() -> None:
+    result = CliRunner().invoke(cli_transports.transports, ["--no-plugins"])
+    assert result.exit_code == 0, result.output
+    assert all("built-in" in line or "--no-plugins" in line
+               for line in result.output.splitlines()[1:])
