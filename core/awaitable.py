@@ -24,6 +24,8 @@ from twisted.internet.defer import Deferred
 
 T = TypeVar("T")
 _TWISTED_DRIVER = PurePath("twisted", "internet", "defer.py")
+# a coroutine resumed with an exception is thrown into by Failure.throwExceptionIntoGenerator
+_TWISTED_THROWER = PurePath("twisted", "python", "failure.py")
 
 
 def _driven_by_twisted(awaiting_frame: Any) -> bool:
@@ -32,7 +34,8 @@ def _driven_by_twisted(awaiting_frame: Any) -> bool:
         frame = frame.f_back
     if frame is None:
         return True
-    return PurePath(frame.f_code.co_filename).parts[-3:] == _TWISTED_DRIVER.parts
+    parts = PurePath(frame.f_code.co_filename).parts[-3:]
+    return parts in (_TWISTED_DRIVER.parts, _TWISTED_THROWER.parts)
 
 
 class DualDeferred(Deferred[T]):

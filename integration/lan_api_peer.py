@@ -1,0 +1,67 @@
+"""One side of a file transfer through hilltop's library API, with deliberately wrong hints.
+
+``python lan_api_peer.py send RELAY_URL CODE FILE`` or ``... receive RELAY_URL CODE DIR``.
+Both sides advertise a direct-tcp address nobody can reach (TEST-NET-2), so only the ``lan``
+transport's mDNS discovery can connect them. Prints ``connected: <description>`` and exits 0
+when the transfer is complete.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from hilltop.reactor import install_asyncio_reactor
+
+WRONG_ADDRESS = "198.51.100.7"
+
+
+def main() -> None:
+    reactor = install_asyncio_reactor()
+    from twisted.internet.defer import ensureDeferred
+
+    from hilltop import api, filetransfer
+    from hilltop.filesource import open_source
+
+    role, relay_url, code, path = sys.argv[1:5]
+    options = filetransfer.TransitOptions(local_addresses=[WRONG_ADDRESS])
+    status = {"rc": 1}
+
+    def connected(desc: str) -> None:
+        print(f"connected: {desc}", flush=True)
+
+    async def run() -> None:
+        w = api.Wormhole(api.APPID, relay_url, reactor=reactor)
+        try:
+            w.set_code(code)
+            await w.get_peer_versions()
+            if role == "send":
+                with open_source(path) as source:
+                    await filetransfer.send_source(reactor, w, source, options,
+                                                   on_connected=connected)
+            else:
+                offer, peer_transit = await filetransfer.receive_offer(w)
+                target = filetransfer.plan_target(offer, None, path)
+                sink = filetransfer.open_sink(offer, target)
+                await filetransfer.receive_into(reactor, w, peer_transit, sink,
+                                                filetransfer.wire_size(offer), options,
+                                                on_connected=connected)
+            print("done", flush=True)
+            status["rc"] = 0
+        finally:
+            try:
+                await w.close()
+            except Exception as err:  # noqa: BLE001
+                print(f"close: {err}", flush=True)
+
+    def stop(result: object) -> None:
+        if hasattr(result, "getErrorMessage"):
+            print(f"ERROR: {result.getErrorMessage()}", flush=True)  # type: ignore[attr-defined]
+        reactor.stop()
+
+    reactor.callWhenRunning(lambda: ensureDeferred(run()).addBoth(stop))
+    reactor.run()
+    sys.exit(status["rc"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,362 @@
+"""LAN mode acceptance: transfers with no server at all, found by mDNS, between network namespaces.
+
+Every host is a network namespace made here: ``a`` (the sender), ``b`` (the receiver), ``c`` (a
+stranger, or an official client) and ``d`` (an mDNS watcher), joined by a bridge in a fifth
+namespace, with addresses in 198.18.0.0/24 and 2001:2::/64 (the benchmarking ranges). Multicast
+stays on that bridge; nothing touches this machine's own interfaces. No mailbox or relay
+process runs anywhere, except in the one test of the ``lan`` transport under a normal mailbox,
+where the official mailbox server runs in the bridge namespace. Every namespace and every
+process is removed (by PID) when a test ends, also when it fails.
+
+Needs root (CI and the dev machines are root) and iproute2; works from inside the loopback-only
+namespace of ``integration/netns-run`` too, because ``ip netns`` namespaces are siblings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+TEXT = "over the LAN, no server: ünïcode ✓"
+HOSTS = {"a": 11, "b": 12, "c": 13, "d": 14}
+BIG = 50_000_000
+
+needs_netns = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("ip") is None,
+    reason="LAN tests build network namespaces: they need root and iproute2")
+
+
+def hilltop() -> list[str]:
+    bindir = Path(sys.executable).parent
+    if (bindir / "hilltop").exists():
+        return [str(bindir / "hilltop")]
+    return [sys.executable, "-c", "from hilltop.cli.main import main; main()"]
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class Proc:
+    """A process in a namespace; stdout and stderr go to files so a full pipe never blocks it."""
+
+    def __init__(self, name: str, argv: list[str], cwd: Path, logs: Path) -> None:
+        self.name = name
+        self.out = logs / f"{name}.out"
+        self.err = logs / f"{name}.err"
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("WORMHOLE_")}
+        env.update({"PYTHONUNBUFFERED": "1", "PYTHONUTF8": "1", "WORMHOLE_QR": "0"})
+        with open(self.out, "wb") as out, open(self.err, "wb") as err:
+            self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                         stdout=out, stderr=err, start_new_session=True)
+
+    @property
+    def stdout(self) -> str:
+        return self.out.read_text(errors="replace")
+
+    @property
+    def stderr(self) -> str:
+        return self.err.read_text(errors="replace")
+
+    def describe(self) -> str:
+        return (f"{self.name}: exit {self.proc.poll()}\n--- stdout ---\n{self.stdout}"
+                f"\n--- stderr ---\n{self.stderr}")
+
+    def wait_for(self, pattern: str, timeout: float = 30.0) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while True:
+            if m := re.search(pattern, self.stdout + self.stderr):
+                return m
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                if m := re.search(pattern, self.stdout + self.stderr):
+                    return m
+                pytest.fail(f"no /{pattern}/ from {self.describe()}", pytrace=False)
+            time.sleep(0.02)
+
+    def finish(self, timeout: float = 60.0) -> int:
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            pytest.fail(f"hung, killed: {self.describe()}", pytrace=False)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+
+class LanLab:
+    """A bridge namespace and four host namespaces on it; ``down()`` removes all of it."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.tag = f"hl{uuid.uuid4().hex[:6]}"
+        self.workdir = workdir
+        self.namespaces: list[str] = []
+        self.procs: list[Proc] = []
+
+    def ns(self, host: str) -> str:
+        return f"{self.tag}-{host}"
+
+    def _ip(self, *args: str) -> None:
+        subprocess.run(["ip", *args], check=True, capture_output=True, timeout=10)
+
+    def _add(self, host: str) -> str:
+        ns = self.ns(host)
+        self._ip("netns", "add", ns)
+        self.namespaces.append(ns)
+        etc = Path("/etc/netns") / ns  # no resolver, public wormhole names on loopback
+        etc.mkdir(parents=True, exist_ok=True)
+        (etc / "resolv.conf").write_text("")
+        (etc / "hosts").write_text("127.0.0.1 localhost\n"
+                                   "127.0.0.1 relay.magic-wormhole.io transit.magic-wormhole.io\n")
+        self._ip("-n", ns, "link", "set", "lo", "up")
+        subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw",
+                        "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0"],
+                       check=True, capture_output=True, timeout=10)
+        return ns
+
+    def up(self) -> None:
+        br = self._add("br")
+        self._ip("-n", br, "link", "add", "br0", "type", "bridge")
+        self._ip("-n", br, "addr", "add", "198.18.0.1/24", "dev", "br0")
+        self._ip("-n", br, "link", "set", "br0", "up")
+        for host, n in HOSTS.items():
+            ns = self._add(host)
+            # made directly inside the namespaces: no name ever exists in ours
+            self._ip("link", "add", "eth0", "netns", ns, "type", "veth",
+                     "peer", "name", f"v{host}", "netns", br)
+            self._ip("-n", br, "link", "set", f"v{host}", "master", "br0", "up")
+            self._ip("-n", ns, "addr", "add", f"198.18.0.{n}/24", "dev", "eth0")
+            self._ip("-n", ns, "addr", "add", f"2001:2::{n}/64", "dev", "eth0", "nodad")
+            self._ip("-n", ns, "link", "set", "eth0", "up")
+
+    def run(self, host: str, name: str, argv: list[str], cwd: Path | None = None) -> Proc:
+        if cwd is None:
+            cwd = self.workdir / name
+            cwd.mkdir(parents=True, exist_ok=True)
+        proc = Proc(name, ["ip", "netns", "exec", self.ns(host), *argv], cwd, self.workdir)
+        self.procs.append(proc)
+        return proc
+
+    def tx_bytes(self, host: str) -> int:
+        out = subprocess.run(["ip", "netns", "exec", self.ns(host), "cat",
+                              "/sys/class/net/eth0/statistics/tx_bytes"],
+                             check=True, capture_output=True, text=True, timeout=10)
+        return int(out.stdout)
+
+    def wait_listening(self, host: str, port: int, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            out = subprocess.run(["ip", "netns", "exec", self.ns(host), "ss", "-ltnH"],
+                                 capture_output=True, text=True, timeout=10).stdout
+            if f":{port} " in out:
+                return
+            time.sleep(0.1)
+        pytest.fail(f"nothing listens on port {port} in {host}", pytrace=False)
+
+    def down(self) -> None:
+        for proc in self.procs:
+            proc.kill()
+        for ns in reversed(self.namespaces):
+            pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True,
+                                  text=True, timeout=10).stdout.split()
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, ValueError):
+                    os.kill(int(pid), signal.SIGKILL)
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
+            shutil.rmtree(Path("/etc/netns") / ns, ignore_errors=True)
+        self.namespaces = []
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[LanLab]:
+    lab = LanLab(tmp_path)
+    try:
+        lab.up()
+        yield lab
+    finally:
+        lab.down()
+
+
+def start_watcher(lab: LanLab) -> Proc:
+    watcher = lab.run("d", "watch", [sys.executable, str(HERE / "mdns_watch.py"), "120"])
+    watcher.wait_for("watching")
+    return watcher
+
+
+def start_sender(lab: LanLab, *args: str, cwd: Path | None = None) -> tuple[Proc, str, str]:
+    sender = lab.run("a", "send", [*hilltop(), "send", "--lan", "--hide-progress", *args],
+                     cwd=cwd)
+    code = sender.wait_for(r"Wormhole code is: (\S+)").group(1)
+    url = sender.wait_for(r"LAN mailbox: (ws://\S+)").group(1)
+    return sender, code, url
+
+
+def receive(lab: LanLab, code: str, cwd: Path, host: str = "b", name: str = "recv") -> Proc:
+    return lab.run(host, name, [*hilltop(), "receive", "--lan", "--accept-file",
+                                "--hide-progress", code], cwd=cwd)
+
+
+def check_timing(recv: Proc, record_property: object) -> None:
+    found = float(recv.wait_for(r"Found the sender's mailbox at \S+ after ([\d.]+) s").group(1))
+    connected = float(recv.wait_for(
+        r"Connected to the sender's mailbox ([\d.]+) s after finding it").group(1))
+    print(f"LAN discovery: found after {found:.3f} s, connected {connected:.3f} s later")
+    record_property("lan_found_s", found)  # type: ignore[operator]
+    record_property("lan_discovery_to_connection_s", connected)  # type: ignore[operator]
+    assert connected < 1.0, f"discovery to connection took {connected} s"
+
+
+# --------------------------------------------------------------------------------------- tests
+@needs_netns
+def test_text_with_no_server_and_the_announcement_withdrawn(lab: LanLab,
+                                                           record_property: object) -> None:
+    watcher = start_watcher(lab)
+    sender, code, url = start_sender(lab, "--text", TEXT)
+    assert url.startswith("ws://198.18.0.11:") and url.endswith("/v1")
+    recv = receive(lab, code, lab.workdir)
+    assert recv.finish(30) == 0, recv.describe()
+    assert recv.stdout == TEXT + "\n"
+    check_timing(recv, record_property)
+    assert sender.finish(30) == 0, sender.describe()
+    nameplate, words = code.split("-", 1)
+    watcher.wait_for(rf"added nameplate-{nameplate}\.")
+    watcher.wait_for(rf"removed nameplate-{nameplate}\.", 10)
+    for word in words.split("-"):  # only the nameplate is ever announced
+        assert word not in watcher.stdout
+
+
+@needs_netns
+def test_big_file_and_directory(lab: LanLab, tmp_path: Path, record_property: object) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    big = src / "big.bin"
+    big.write_bytes(os.urandom(BIG))
+    sender, code, _url = start_sender(lab, "big.bin", cwd=src)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    recv = receive(lab, code, dest)
+    assert recv.finish(60) == 0, recv.describe()
+    assert sender.finish(30) == 0, sender.describe()
+    assert sha256(dest / "big.bin") == sha256(big)
+    check_timing(recv, record_property)
+
+    tree = src / "tree"
+    (tree / "sub" / "deeper").mkdir(parents=True)
+    (tree / "empty").mkdir()
+    (tree / "a.txt").write_text("alpha\n")
+    (tree / "sub" / "b.bin").write_bytes(os.urandom(300_000))
+    (tree / "sub" / "deeper" / "c ünï.txt").write_text("gamma\n")
+    sender, code, _url = start_sender(lab, "tree", cwd=src)
+    recv = receive(lab, code, dest, name="recv-dir")
+    assert recv.finish(60) == 0, recv.describe()
+    assert sender.finish(30) == 0, sender.describe()
+    got = dest / "tree"
+    for rel in ("a.txt", "sub/b.bin", "sub/deeper/c ünï.txt"):
+        assert (got / rel).read_bytes() == (tree / rel).read_bytes()
+    assert (got / "empty").is_dir()
+
+
+@needs_netns
+def test_wrong_code_ends_the_session_and_sends_nothing(lab: LanLab, tmp_path: Path) -> None:
+    watcher = start_watcher(lab)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "big.bin").write_bytes(os.urandom(BIG))
+    sender, code, _url = start_sender(lab, "big.bin", cwd=src)
+    nameplate = code.split("-")[0]
+    wrong = f"{nameplate}-aardvark-adroitness"
+    if wrong == code:
+        wrong = f"{nameplate}-absurd-adroitness"
+    before = lab.tx_bytes("a")
+    stranger_dir = tmp_path / "stranger"
+    stranger_dir.mkdir()
+    stranger = receive(lab, wrong, stranger_dir, host="c", name="stranger")
+    assert stranger.finish(30) != 0
+    assert "wrong code" in stranger.stderr and "Traceback" not in stranger.stderr
+    assert sender.finish(30) == 1, sender.describe()
+    assert f"someone tried nameplate {nameplate} with a wrong code" in sender.stderr
+    assert "Traceback" not in sender.stderr
+    sent = lab.tx_bytes("a") - before
+    print(f"the sender sent {sent} bytes in all during the wrong attempt")
+    assert sent < 200_000, f"the sender sent {sent} bytes to a stranger"
+    assert list(stranger_dir.iterdir()) == []
+    watcher.wait_for(rf"removed nameplate-{nameplate}\.", 10)
+
+
+@needs_netns
+def test_official_client_joins_with_the_printed_url(lab: LanLab, tmp_path: Path,
+                                                    peers_venv: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    payload = src / "payload.bin"
+    payload.write_bytes(os.urandom(2_000_000))
+    sender, code, url = start_sender(lab, "payload.bin", cwd=src)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    official = lab.run("c", "official", [str(peers_venv / "bin" / "wormhole"), "--relay-url",
+                                         url, "receive", "--accept-file", code], cwd=dest)
+    assert official.finish(60) == 0, official.describe()
+    assert sender.finish(30) == 0, sender.describe()
+    assert sha256(dest / "payload.bin") == sha256(payload)
+
+
+@needs_netns
+def test_lan_transport_wins_when_direct_hints_are_wrong(lab: LanLab, tmp_path: Path,
+                                                        peers_venv: Path) -> None:
+    """A normal mailbox; both sides advertise an unreachable address; mDNS finds the way."""
+    lab.run("br", "mailbox", [str(peers_venv / "bin" / "twist"), "wormhole-mailbox",
+                              "--port", "tcp:4000:interface=198.18.0.1",
+                              "--channel-db", str(tmp_path / "mailbox.sqlite")])
+    lab.wait_listening("br", 4000)
+    relay = "ws://198.18.0.1:4000/v1"
+    code = "5-guitarist-revenge"
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f.bin").write_bytes(os.urandom(3_000_000))
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    peer = [sys.executable, str(HERE / "lan_api_peer.py")]
+    sender = lab.run("a", "api-send", [*peer, "send", relay, code, str(src / "f.bin")])
+    recv = lab.run("b", "api-recv", [*peer, "receive", relay, code, str(dest)])
+    assert recv.finish(60) == 0, recv.describe()
+    assert sender.finish(30) == 0, sender.describe()
+    assert sha256(dest / "f.bin") == sha256(src / "f.bin")
+    for proc in (sender, recv):
+        assert re.search(r"connected: lan 198\.18\.0\.1[12]:\d+", proc.stdout), proc.describe()
+
+
+def test_unreachable_mailbox_suggests_lan(tmp_path: Path) -> None:
+    """Plain loopback: a port nobody listens on stands for a mailbox that cannot be reached."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for args in (["send", "--text", "x"], ["receive", "7-guitarist-revenge"]):
+        proc = subprocess.run([*hilltop(), "--relay-url", f"ws://127.0.0.1:{port}/v1", *args],
+                              capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                              stdin=subprocess.DEVNULL)
+        assert proc.returncode == 1
+        assert "cannot reach the mailbox server" in proc.stderr
+        assert f"wormhole {args[0]} --lan" in proc.stderr
+        assert "Traceback" not in proc.stderr
