@@ -52,13 +52,9 @@ class Wormhole:
             from twisted.internet import reactor as default_reactor
 
             reactor = default_reactor
-        from hilltop.reactor import ensure_running
-
-        ensure_running(reactor)
         if app_versions is None:
             app_versions = capabilities.advertisement(__version__, [], capabilities.FEATURES)
         self.appid = appid
-        self.relay_url = relay_url
         self.app_versions = app_versions
         """What our ``version`` message carries (extensions are used only if listed here)."""
         self.relay_url = relay_url

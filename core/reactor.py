@@ -29,20 +29,62 @@ def install_asyncio_reactor(loop: asyncio.AbstractEventLoop | None = None) -> An
         raise RuntimeError(
             f"hilltop needs Twisted's asyncio reactor, but {type(reactor).__name__} is installed"
         )
+    if not isinstance(reactor.nameResolver, _LoopResolver):
+        reactor.installNameResolver(_LoopResolver(reactor._asyncioEventloop))
     return reactor
 
 
-def ensure_running(reactor: Any) -> None:
-    """Start Twisted's machinery when an asyncio program (not ``reactor.run()``) drives the loop.
+class _LoopResolver:
+    """Hostname resolution through the asyncio loop's ``getaddrinfo``.
 
-    An asyncio program runs the loop itself, so the reactor never "starts": its thread pool
-    (used for DNS lookups) and startup triggers would never run. Starting it without signal
-    handlers leaves the loop, and Ctrl-C, to the asyncio program.
+    Twisted's default resolver uses the reactor's thread pool, which only starts when
+    ``reactor.run()`` is called. An asyncio program drives the loop itself and never calls it,
+    so lookups would wait forever (and starting the pool would leave threads that block
+    interpreter exit). asyncio's executor has neither problem, so both kinds of program use it.
     """
-    if reactor.running:
-        return
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return  # nobody runs the loop yet; reactor.run() will start everything
-    reactor.startRunning(installSignalHandlers=False)
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def resolveHostName(  # noqa: N802 - Twisted's IHostnameResolver
+        self, receiver: Any, hostName: str, portNumber: int = 0,  # noqa: N803
+        addressTypes: Any = None, transportSemantics: str = "TCP",  # noqa: N803
+    ) -> Any:
+        import socket
+
+        from twisted.internet.address import IPv4Address, IPv6Address
+        from twisted.internet.defer import Deferred
+
+        families = {IPv4Address: socket.AF_INET, IPv6Address: socket.AF_INET6}
+        wanted = {families[t] for t in addressTypes} if addressTypes else set(families.values())
+        family = wanted.pop() if len(wanted) == 1 else socket.AF_UNSPEC
+        kind = socket.SOCK_DGRAM if transportSemantics == "UDP" else socket.SOCK_STREAM
+        future = asyncio.ensure_future(
+            self._loop.getaddrinfo(hostName, portNumber, family=family, type=kind),
+            loop=self._loop)
+        resolution = _Resolution(hostName, future)
+        receiver.resolutionBegan(resolution)
+
+        def resolved(infos: list[Any]) -> None:
+            for fam, _type, _proto, _name, sockaddr in infos:
+                proto = "UDP" if transportSemantics == "UDP" else "TCP"
+                if fam == socket.AF_INET:
+                    receiver.addressResolved(IPv4Address(proto, *sockaddr[:2]))
+                elif fam == socket.AF_INET6:
+                    receiver.addressResolved(IPv6Address(proto, *sockaddr))
+            receiver.resolutionComplete()
+
+        d = Deferred.fromFuture(future)
+        d.addCallbacks(resolved, lambda _f: receiver.resolutionComplete())
+        return resolution
+
+
+class _Resolution:
+    """Twisted's IHostResolution: the name being resolved, and a way to give up."""
+
+    def __init__(self, name: str, future: asyncio.Future[Any]) -> None:
+        self.name = name
+        self._future = future
+
+    def cancel(self) -> None:
+        self._future.cancel()
