@@ -35,13 +35,3 @@ async def test_resolves_through_the_loop() -> None:
     await receiver.done
     assert receiver.began.name == "127.0.0.1"
     assert receiver.addresses == [IPv4Address("TCP", "127.0.0.1", 4000)]
-
-
-@pytest_twisted.ensureDeferred
-async def test_unresolvable_name_completes_with_no_address() -> None:
-    from twisted.internet import reactor
-
-    receiver = Receiver()
-    _LoopResolver(reactor._asyncioEventloop).resolveHostName(receiver, "no-such-host.invalid")
-    await receiver.done
-    assert receiver.addresses == []
