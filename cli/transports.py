@@ -32,7 +32,7 @@ def listing(loaded: Transports, checked: dict[str, list[str]] | None = None) -> 
             status = "ok (checked)"
         else:
             status = "usable"
-        rows.append((t.name, ",".join(t.info.hint_types), _origin(t), status))
+        rows.append((t.name, ",".join(t.info.hint_types) or "-", _origin(t), status))
         failed.pop(t.name, None)
     for name, reason in failed.items():
         rows.append((name, "-", "plugin", f"skipped: {reason}"))

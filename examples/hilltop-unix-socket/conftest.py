@@ -1,0 +1,2 @@
+# The conformance kit's fixtures (transit_relay and friends) for this package's tests.
+pytest_plugins = ["hilltop.testing"]
