@@ -14,6 +14,9 @@ A transport does I/O only. It never touches JSON, crypto, the transit handshake 
 of winner: it hands back :class:`hilltop.streams.ByteStream` objects, and the runner runs the
 same handshake over every stream. Implementations may accept fewer arguments than the spec
 (pluggy's opt-in arguments), so specs can gain arguments without breaking plugins.
+
+The user-facing guide, with the rules for failures, timeouts and cancellation, is
+``docs/plugins.md``; ``tests/test_docs.py`` keeps it in step with this module.
 """
 
 from __future__ import annotations
@@ -107,12 +110,15 @@ def hilltop_transport_start(session: TransitSession) -> Sequence[Hint] | Any:
     Called once per transit session, before our ``transit`` message is sent, so the hints can
     travel through the mailbox. A listener hands every accepted connection to
     ``session.offer_inbound``. The transport may decline by returning ``[]`` (``--no-listen``,
-    ``--tor``, nothing configured). A raising implementation is logged and treated as ``[]``;
-    the other transports still run.
+    ``--tor``, nothing configured). Every hint's ``type`` must be one of the transport's
+    ``hint_types``. An implementation that raises, returns something that is not such a list,
+    or whose Deferred does not fire within the start timeout (20 s) is reported once and
+    left out of the session; the other transports still run.
 
     :param session: the :class:`TransitSession`.
     :return: a list of hints, or a Deferred that fires with one (e.g. an onion service that
-        takes time to publish).
+        takes time to publish). Third-party hint types can use
+        :class:`hilltop.hints.RawHint`.
 
     .. versionadded:: 0.1
     """
@@ -125,10 +131,14 @@ def hilltop_transport_connect(hint: Hint, session: TransitSession) -> Any:
     Called by the race when it decides to start an attempt; stops at the first non-None result.
     Return None when the hint is not yours (another type, or ``session.tor`` forbids it).
 
-    :param hint: one parsed hint (a ``relay-v1`` hint carries exactly one endpoint).
+    :param hint: one parsed hint (a ``relay-v1`` hint carries exactly one endpoint; a hint
+        type hilltop does not know arrives as :class:`hilltop.hints.RawHint`).
     :param session: the :class:`TransitSession`.
     :return: a Deferred that fires with a connected :class:`hilltop.streams.ByteStream`, or
         fails. Cancelling the Deferred must abort the attempt and close anything half-open.
+        Raising, hanging past the connect timeout (45 s) or firing with something that is not
+        a ByteStream counts as a plugin fault: reported once, and the hint goes to the next
+        transport that claims its type.
 
     .. versionadded:: 0.1
     """
@@ -142,8 +152,9 @@ def hilltop_transport_stop(session: TransitSession) -> Any:
     when start failed or was never reached. Must not close streams already handed out: the
     winning connection belongs to the caller, and the runner closes the losers itself.
 
-    :param session: the :class:`TransitSession`.
-    :return: None, or a Deferred that fires once everything is released.
+    :param session: the :class:`TransitSession` (the same object start got).
+    :return: None, or a Deferred that fires once everything is released (within the stop
+        timeout, 10 s).
 
     .. versionadded:: 0.1
     """
