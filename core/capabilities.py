@@ -20,6 +20,11 @@ from typing import Any
 
 APP_KEY = "hilltop"
 
+BIG_RECORDS = "big-records"
+"""Feature: "I read transit records of any size" (official peers do too, but never say so)."""
+FEATURES: tuple[str, ...] = (BIG_RECORDS,)
+"""Features this build advertises by default."""
+
 
 def advertisement(version: str, transports: Iterable[str], features: Iterable[str]) -> dict:
     """The ``app_versions`` dict our ``version`` message carries."""
