@@ -16,8 +16,9 @@ def error(text: str) -> None:
 
 def ask_yes_no(question: str) -> bool:
     """Ask on the terminal; anything but yes/y counts as no (and so does a closed stdin)."""
-    try:
-        answer = input(question)
-    except EOFError:
-        return False
+    sys.stderr.write(question)  # stdout carries received data; prompts go with the status
+    sys.stderr.flush()
+    answer = sys.stdin.readline()
+    if not answer:
+        return False  # closed stdin
     return answer.strip().lower() in ("y", "yes")

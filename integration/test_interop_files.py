@@ -1,0 +1,266 @@
+"""Transit core acceptance: files and directories between hilltop, official magic-wormhole 0.24
+and wormhole-william, over direct TCP and through the official transit relay."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from conftest import Peer, Result
+
+interop = pytest.mark.interop
+HERE = Path(__file__).resolve().parent
+BIG = 100 * 1024 * 1024
+
+
+def ok(result: Result) -> Result:
+    assert result.returncode == 0, result.describe()
+    assert "Traceback" not in result.stderr, result.describe()
+    return result
+
+
+def failed_cleanly(result: Result, *needles: str) -> Result:
+    assert result.returncode != 0, result.describe()
+    assert "Traceback" not in result.stderr, result.describe()
+    for needle in needles:
+        assert needle in result.stderr, result.describe()
+    return result
+
+
+def tree_of(root: Path) -> dict[str, str | None]:
+    """relative path -> sha256 of a file, or None for a directory."""
+    out: dict[str, str | None] = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        out[rel] = None if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+@pytest.fixture(scope="session")
+def big_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("big") / "hundred-megabytes.bin"
+    with open(path, "wb") as f:
+        for _ in range(BIG // (1 << 20)):
+            f.write(os.urandom(1 << 20))
+    return path
+
+
+@pytest.fixture
+def payload(request: pytest.FixtureRequest, tmp_path: Path, big_file: Path) -> Path:
+    kind = request.param
+    src = tmp_path / "src"
+    src.mkdir()
+    if kind == "big":
+        return big_file
+    if kind == "empty":
+        path = src / "empty.dat"
+        path.write_bytes(b"")
+        return path
+    if kind == "unicode":
+        path = src / "naïve résumé ✓.txt"
+        path.write_bytes("ünïcode content\n".encode() * 1000)
+        return path
+    if kind == "tree":
+        root = src / "project"
+        (root / "docs" / "deep" / "deeper").mkdir(parents=True)
+        (root / "empty-dir").mkdir()
+        (root / "README").write_text("top\n")
+        (root / "docs" / "guide.md").write_text("guide\n" * 500)
+        (root / "docs" / "deep" / "deeper" / "data.bin").write_bytes(os.urandom(200_000))
+        (root / "docs" / "deep" / "empty-file").write_bytes(b"")
+        (root / "docs" / "grüße.txt").write_text("hallo\n")
+        return root
+    raise AssertionError(kind)
+
+
+def check_arrived(sent: Path, received_in: Path) -> None:
+    got = received_in / sent.name
+    assert got.exists(), f"{got} missing; dir has {list(received_in.iterdir())}"
+    if sent.is_dir():
+        assert tree_of(got) == tree_of(sent)
+    else:
+        assert got.stat().st_size == sent.stat().st_size
+        assert hashlib.sha256(got.read_bytes()).digest() == hashlib.sha256(
+            sent.read_bytes()).digest()
+    leftovers = [p.name for p in received_in.iterdir() if p.name.startswith(".")]
+    assert not leftovers, f"temporary files left behind: {leftovers}"
+
+
+PAYLOADS = ["big", "tree", "empty", "unicode"]
+
+
+@interop
+@pytest.mark.parametrize("payload", PAYLOADS, indirect=True)
+@pytest.mark.parametrize("direction", ["hilltop->official", "official->hilltop",
+                                       "hilltop->hilltop"])
+def test_file_and_directory_transfers(payload: Path, direction: str, fresh_code: str,
+                                      tmp_path: Path, hilltop: Callable[..., Peer],
+                                      official: Callable[..., Peer]) -> None:
+    sender_name, receiver_name = direction.split("->")
+    clients = {"hilltop": hilltop, "official": official}
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    s = clients[sender_name]("send", "--hide-progress", "--code", fresh_code, str(payload))
+    r = clients[receiver_name]("receive", "--accept-file", "--hide-progress", fresh_code,
+                               cwd=dest)
+    received, sent = ok(r.finish(180)), ok(s.finish(180))
+    check_arrived(payload, dest)
+    if receiver_name == "hilltop":
+        assert "Receiving (->direct-tcp " in received.stderr, received.describe()
+    del sent
+
+
+@interop
+@pytest.mark.parametrize("payload", ["big"], indirect=True)
+@pytest.mark.parametrize("direction", ["hilltop->official", "official->hilltop"])
+def test_forced_relay(payload: Path, direction: str, fresh_code: str, tmp_path: Path,
+                      hilltop: Callable[..., Peer], official: Callable[..., Peer]) -> None:
+    """Only the relay transport on our side, no listening socket on theirs."""
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    if direction == "hilltop->official":
+        s = hilltop("send", "--transports", "relay", "--code", fresh_code, str(payload))
+        r = official("receive", "--no-listen", "--accept-file", fresh_code, cwd=dest)
+        ok(r.finish(180))
+        sent = ok(s.finish(180))
+        assert "Sending (relay " in sent.stderr, sent.describe()
+    else:
+        s = official("send", "--no-listen", "--code", fresh_code, str(payload))
+        r = hilltop("receive", "--transports", "relay", "--accept-file", fresh_code, cwd=dest)
+        received = ok(r.finish(180))
+        ok(s.finish(180))
+        assert "Receiving (->relay " in received.stderr, received.describe()
+    check_arrived(payload, dest)
+
+
+@interop
+# Not "empty": wormhole-william 1.0.6 never finishes receiving a zero-byte file, not even from
+# itself (checked by hand in the netns: william->william hangs after "ok? (y/N)").
+@pytest.mark.parametrize("payload", ["unicode", "big"], indirect=True)
+@pytest.mark.parametrize("direction", ["hilltop->william", "william->hilltop"])
+def test_files_with_william(payload: Path, direction: str, fresh_code: str, tmp_path: Path,
+                            hilltop: Callable[..., Peer], william: Callable[..., Peer]) -> None:
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    if direction == "hilltop->william":
+        s = hilltop("send", "--code", fresh_code, str(payload))
+        r = william("receive", "--hide-progress", fresh_code, cwd=dest, stdin="y\n")
+    else:
+        s = william("send", "--hide-progress", "--code", fresh_code, str(payload))
+        r = hilltop("receive", "--accept-file", fresh_code, cwd=dest)
+    ok(r.finish(120))
+    sent = s.finish(120)
+    if direction == "william->hilltop" and sent.returncode != 0:
+        # wormhole-william 1.0.6 as a sender through a relay sometimes fails *after* the
+        # receiver's ack with this Go error; it does the same with the official receiver
+        # (seen by hand in the netns), so it is its bug, not a failed transfer.
+        assert "use of closed network connection" in sent.stderr, sent.describe()
+    else:
+        ok(sent)
+    check_arrived(payload, dest)
+
+
+@pytest.mark.parametrize("kind", ["dotdot", "absolute", "symlink", "duplicate"])
+def test_hostile_directory_offer_is_refused(kind: str, fresh_code: str, tmp_path: Path,
+                                            hilltop: Callable[..., Peer],
+                                            mailbox_url: str, transit_helper: str) -> None:
+    outer = tmp_path / "outer"
+    target = outer / "inbox"
+    target.mkdir(parents=True)
+    evil = subprocess.Popen([sys.executable, str(HERE / "hostile_sender.py"), mailbox_url,
+                             transit_helper, fresh_code, kind],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        received = failed_cleanly(hilltop("receive", "--accept-file", fresh_code,
+                                          cwd=target).finish(60), "refusing")
+    finally:
+        evil.kill()
+        evil.communicate()
+    assert sorted(p.name for p in outer.rglob("*")) == ["inbox"], received.describe()
+    assert not Path("/tmp/hilltop-absolute-escape.txt").exists()
+
+
+@interop
+def test_existing_target_is_never_overwritten(fresh_code: str, tmp_path: Path,
+                                              hilltop: Callable[..., Peer],
+                                              official: Callable[..., Peer]) -> None:
+    src = tmp_path / "report.txt"
+    src.write_text("new contents\n")
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / "report.txt").write_text("precious\n")
+    s = official("send", "--code", fresh_code, str(src))
+    received = failed_cleanly(hilltop("receive", "--accept-file", fresh_code, cwd=dest)
+                              .finish(60), "refusing to overwrite")
+    sent = s.finish(60)
+    assert sent.returncode != 0 and "transfer rejected" in sent.stderr, sent.describe()
+    assert (dest / "report.txt").read_text() == "precious\n", received.describe()
+
+
+@interop
+@pytest.mark.parametrize(("answer", "accepted"), [("y\n", True), ("n\n", False), ("", False)])
+def test_receiver_asks_before_accepting(answer: str, accepted: bool, fresh_code: str,
+                                        tmp_path: Path, hilltop: Callable[..., Peer],
+                                        official: Callable[..., Peer]) -> None:
+    src = tmp_path / "asked.txt"
+    src.write_text("may I?\n")
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    s = official("send", "--code", fresh_code, str(src))
+    received = hilltop("receive", fresh_code, cwd=dest, stdin=answer).finish(60)
+    sent = s.finish(60)
+    assert "ok? (y/N)" in received.stderr, received.describe()
+    if accepted:
+        ok(received)
+        ok(sent)
+        check_arrived(src, dest)
+    else:
+        failed_cleanly(received, "rejected")
+        assert sent.returncode != 0
+        assert list(dest.iterdir()) == []
+
+
+@interop
+def test_output_file_option(fresh_code: str, tmp_path: Path, hilltop: Callable[..., Peer],
+                            official: Callable[..., Peer]) -> None:
+    src = tmp_path / "original-name.txt"
+    src.write_text("renamed on arrival\n")
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    s = official("send", "--code", fresh_code, str(src))
+    ok(hilltop("receive", "--accept-file", "-o", "chosen.txt", fresh_code, cwd=dest).finish(60))
+    ok(s.finish(60))
+    assert (dest / "chosen.txt").read_text() == "renamed on arrival\n"
+    assert not (dest / "original-name.txt").exists()
+
+
+def test_interrupted_sender_leaves_nothing_that_looks_complete(
+        fresh_code: str, tmp_path: Path, hilltop: Callable[..., Peer]) -> None:
+    src = tmp_path / "huge.bin"
+    with open(src, "wb") as f:
+        f.truncate(8 * 1024 ** 3)  # sparse: cheap to make, long enough to interrupt
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    s = hilltop("send", "--code", fresh_code, str(src))
+    r = hilltop("receive", "--accept-file", fresh_code, cwd=dest)
+    r.wait_for_line(r"Receiving \(->", timeout=60)
+    time.sleep(1.0)
+    s.kill()
+    received = failed_cleanly(r.finish(60), "broke after")
+    assert list(dest.iterdir()) == [], received.describe()
+
+
+def test_transports_command_lists_builtins(hilltop: Callable[..., Peer]) -> None:
+    listed = ok(hilltop("transports", flags=False, relay_url="ws://127.0.0.1:9/v1").finish(30))
+    lines = listed.stdout.splitlines()
+    assert any(ln.split()[:2] == ["direct-tcp", "direct-tcp-v1"] for ln in lines), listed.stdout
+    assert any(ln.split()[:2] == ["relay", "relay-v1"] for ln in lines), listed.stdout
