@@ -16,7 +16,7 @@ from typing import Any
 
 from hilltop import api, codes, lanwire
 from hilltop.cli import output
-from hilltop.cli.main import GlobalOptions
+from hilltop.cli.common import GlobalOptions
 from hilltop.errors import LocalError, RemoteError, ServerUnreachableError, WrongCodeError
 from hilltop.filetransfer import TransitOptions
 from hilltop.lan import LanInterfaces, LanMailbox, Mdns, NameTaken, aio, found_addresses

@@ -11,7 +11,7 @@ import click
 from hilltop import api, filetransfer, transfer
 from hilltop.cli import codeinput, output
 from hilltop.cli import lan as cli_lan
-from hilltop.cli.main import GlobalOptions, run
+from hilltop.cli.common import GlobalOptions, run
 from hilltop.cli.progress import progress_bar
 from hilltop.cli.send import close_quietly, describe_offer
 from hilltop.cli.transitopts import lan_flags, transit_flags, transit_options

@@ -69,7 +69,7 @@ def transports(check: bool) -> None:
             raise SystemExit(status)
         return
 
-    from hilltop.cli.main import run
+    from hilltop.cli.common import run
 
     async def main(reactor: Any) -> int:
         checked = await loaded.probe(reactor, HookTimeouts(start=10.0, connect=10.0, stop=10.0))

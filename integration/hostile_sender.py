@@ -69,7 +69,7 @@ async def main(reactor, relay_url: str, helper: str, code: str, kind: str) -> No
 
 
 if __name__ == "__main__":
-    from hilltop.cli.main import run
+    from hilltop.cli.common import run
 
     args = sys.argv[1:]
     run(lambda reactor: main(reactor, *args))
