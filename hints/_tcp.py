@@ -7,7 +7,8 @@ we actually dial with are checked.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar, Self
 
 from hilltop.errors import ProtocolError
 
@@ -51,3 +52,29 @@ def require_dict(obj: Any) -> dict[str, Any]:
 def endpoint_text(host: str, port_: int) -> str:
     """``host:port`` with IPv6 literals in brackets, for descriptions and logs."""
     return f"[{host}]:{port_}" if ":" in host else f"{host}:{port_}"
+
+
+@dataclass(frozen=True)
+class EndpointHint:
+    """A hint that is just a TCP endpoint; each wire type subclasses it and sets ``type``."""
+
+    hostname: str
+    port: int
+    priority: float = 0.0
+    type: ClassVar[str] = ""
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"type": self.type, "hostname": self.hostname, "port": self.port,
+                "priority": self.priority}
+
+    def __str__(self) -> str:
+        return endpoint_text(self.hostname, self.port)
+
+    @classmethod
+    def parse(cls, obj: Any) -> Self:
+        """Read one hint, ignoring unknown keys (wormhole-william's ``"hints": null`` too).
+
+        Raises :class:`MalformedHintError` when the hostname or port is unusable.
+        """
+        obj = require_dict(obj)
+        return cls(hostname(obj), port(obj), priority(obj))
