@@ -11,16 +11,36 @@ insists on the exact next counter: a replayed, dropped or reordered record ends 
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable, Iterable
+from typing import Any, Literal
 
 from nacl.exceptions import CryptoError
 from nacl.secret import SecretBox
 
+from hilltop.capabilities import BIG_RECORDS, PeerCapabilities
 from hilltop.errors import BadRecordError
 from hilltop.handshake import transit_purpose_key
 
+try:  # libsodium's *_easy calls on caller buffers: no padding copies, GIL released
+    from nacl._sodium import ffi as _ffi
+    from nacl._sodium import lib as _lib
+except ImportError:  # pragma: no cover - PyNaCl always ships it today
+    _ffi = _lib = None
+
 NONCE_SIZE = 24
 TAG_SIZE = 16
+LENGTH_SIZE = 4
+OVERHEAD = LENGTH_SIZE + NONCE_SIZE + TAG_SIZE
+"""Bytes a framed record adds to its plaintext."""
+
+V1_RECORD_SIZE = 16384
+"""Plaintext bytes per record towards v1 peers: what official 0.24 sends (w-w sends 16368)."""
+BIG_RECORD_SIZE = 256 * 1024
+"""Plaintext bytes per record when both sides list :data:`BIG_RECORDS`.
+
+Big enough that per-record Python work (a queue hop, a syscall, a callback) disappears
+against the crypto, small enough that a few records in flight keep memory flat.
+"""
 # Records are 16 KiB in practice; anything near this cap is garbage or an attack, and we would
 # rather fail than buffer it.
 MAX_RECORD_SIZE = 64 * 1024 * 1024
@@ -42,18 +62,183 @@ def record_keys(
     raise ValueError(f"role must be 'sender' or 'receiver', got {role!r}")
 
 
-class RecordEncoder:
-    """Turns plaintexts into framed records, counting nonces from 0."""
+def record_size(our_features: Iterable[str], peer: PeerCapabilities) -> int:
+    """Plaintext bytes per record to send to ``peer``.
+
+    Every reader must accept any record size, but only hilltop says so out loud; official and
+    wormhole-william peers get exactly the size official senders use.
+    """
+    if BIG_RECORDS in peer.shared_features(our_features):
+        return BIG_RECORD_SIZE
+    return V1_RECORD_SIZE
+
+
+def _nonce(counter: int) -> bytes:
+    return counter.to_bytes(NONCE_SIZE, "big")
+
+
+class RecordSealer:
+    """Seals plaintexts into complete framed records, counting nonces from 0.
+
+    Not thread-safe, but it may be handed from one thread to another between calls (the
+    file-transfer pipeline seals on a worker thread, then the reactor seals the ack).
+    """
 
     def __init__(self, key: bytes) -> None:
-        self._box = SecretBox(key)
-        self._counter = 0
+        self._key = bytes(key)
+        self._box = SecretBox(self._key) if _lib is None else None
+        self.counter = 0
+
+    def seal(self, plaintext: Any) -> bytes:
+        """One framed record (``len || nonce || tag || ciphertext``) as bytes."""
+        if _lib is None:  # pragma: no cover - fallback without libsodium's easy API
+            nonce = _nonce(self.counter)
+            self.counter += 1
+            sealed = bytes(self._box.encrypt(bytes(plaintext), nonce))  # type: ignore[union-attr]
+            return len(sealed).to_bytes(LENGTH_SIZE, "big") + sealed
+        return bytes(self.seal_into(plaintext, bytearray(OVERHEAD + len(plaintext))))
+
+    def seal_into(self, plaintext: Any, buffer: bytearray | memoryview) -> memoryview:
+        """Like :meth:`seal`, written into ``buffer`` (at least ``OVERHEAD + len(plaintext)``
+        bytes, reusable); returns the frame as a view of it."""
+        n = len(plaintext)
+        if _lib is None:  # pragma: no cover
+            frame = self.seal(plaintext)
+            buffer[: len(frame)] = frame
+            return memoryview(buffer)[: len(frame)]
+        if len(buffer) < OVERHEAD + n:
+            raise ValueError("buffer too small for the record")
+        nonce = _nonce(self.counter)
+        buffer[:LENGTH_SIZE] = (NONCE_SIZE + TAG_SIZE + n).to_bytes(LENGTH_SIZE, "big")
+        buffer[LENGTH_SIZE : LENGTH_SIZE + NONCE_SIZE] = nonce
+        out = _ffi.from_buffer("unsigned char[]", buffer) + (LENGTH_SIZE + NONCE_SIZE)
+        src = _ffi.from_buffer(plaintext) if n else _ffi.NULL
+        if _lib.crypto_secretbox_easy(out, src, n, nonce, self._key) != 0:
+            raise ValueError("secretbox refused to seal")  # only for absurd sizes
+        self.counter += 1
+        return memoryview(buffer)[: OVERHEAD + n]
+
+
+class RecordEncoder(RecordSealer):
+    """Turns plaintexts into framed records, counting nonces from 0."""
 
     def encode(self, plaintext: bytes) -> bytes:
-        nonce = self._counter.to_bytes(NONCE_SIZE, "big")
-        self._counter += 1
-        sealed = bytes(self._box.encrypt(bytes(plaintext), nonce))  # nonce || tag || ciphertext
-        return len(sealed).to_bytes(4, "big") + sealed
+        return self.seal(plaintext)
+
+
+class RecordOpener:
+    """Opens frames (``nonce || tag || ciphertext``, no length) in order, checking each nonce.
+
+    Raises :class:`BadRecordError` (and only that) for anything the peer could get wrong.
+    """
+
+    def __init__(self, key: bytes) -> None:
+        self._key = bytes(key)
+        self._box = SecretBox(self._key) if _lib is None else None
+        self.expected = 0
+
+    def open(self, frame: Any, out: bytearray | None = None) -> Any:
+        """The plaintext of ``frame``; written into ``out`` (returned as a memoryview slice)
+        when given and big enough, else a new bytes object."""
+        size = len(frame)
+        if size < NONCE_SIZE + TAG_SIZE:
+            raise BadRecordError(f"transit record too short ({size} bytes)")
+        view = memoryview(frame)
+        nonce = bytes(view[:NONCE_SIZE])
+        if nonce != _nonce(self.expected):
+            got = int.from_bytes(nonce, "big")
+            raise BadRecordError(f"transit record has nonce {got}, expected {self.expected}")
+        n = size - NONCE_SIZE - TAG_SIZE
+        if _lib is None:  # pragma: no cover
+            try:
+                plain = self._box.decrypt(bytes(view))  # type: ignore[union-attr]
+            except CryptoError:
+                raise BadRecordError(
+                    "transit record failed to decrypt (corrupted or forged)") from None
+            self.expected += 1
+            return plain
+        target = out if out is not None and len(out) >= n else bytearray(max(n, 1))
+        dst = _ffi.from_buffer("unsigned char[]", target)
+        src = _ffi.from_buffer(view) + NONCE_SIZE
+        if _lib.crypto_secretbox_open_easy(dst, src, n + TAG_SIZE, nonce, self._key) != 0:
+            raise BadRecordError("transit record failed to decrypt (corrupted or forged)")
+        self.expected += 1
+        if target is out:
+            return memoryview(target)[:n]
+        return bytes(target[:n]) if n != len(target) else bytes(target)
+
+
+class RecordFramer:
+    """Splits a byte stream into frames (``nonce || tag || ciphertext``) without opening them.
+
+    A frame that lies inside one fed chunk comes back as a memoryview of that chunk (no copy);
+    one spread over several chunks is gathered once into a buffer from ``alloc(size)`` (at
+    least ``size`` bytes; a pool lets the caller reuse them) and comes back as a memoryview of
+    exactly the frame. After a :class:`BadRecordError` the framer stays broken and the
+    connection must close.
+    """
+
+    def __init__(self, max_record_size: int = MAX_RECORD_SIZE,
+                 alloc: Callable[[int], bytearray] = bytearray) -> None:
+        self._max = max_record_size
+        self.alloc = alloc
+        self._head = bytearray()  # a partial 4-byte length
+        self._frame: memoryview | None = None  # a partial frame being gathered
+        self._filled = 0
+        self._broken: str | None = None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held waiting for the rest of a record."""
+        return len(self._head) + self._filled
+
+    def feed(self, data: Any) -> list[Any]:
+        if self._broken is not None:
+            raise BadRecordError(self._broken)
+        view = memoryview(data)
+        out: list[Any] = []
+        pos, end = 0, len(view)
+        while pos < end:
+            if self._frame is not None:  # finish the frame being gathered
+                take = min(len(self._frame) - self._filled, end - pos)
+                self._frame[self._filled : self._filled + take] = view[pos : pos + take]
+                self._filled += take
+                pos += take
+                if self._filled == len(self._frame):
+                    out.append(self._frame)
+                    self._frame, self._filled = None, 0
+                continue
+            if self._head or end - pos < LENGTH_SIZE:
+                take = min(LENGTH_SIZE - len(self._head), end - pos)
+                self._head += view[pos : pos + take]
+                pos += take
+                if len(self._head) < LENGTH_SIZE:
+                    break
+                size = self._check(int.from_bytes(self._head, "big"))
+                self._head.clear()
+            else:
+                size = self._check(int.from_bytes(view[pos : pos + LENGTH_SIZE], "big"))
+                pos += LENGTH_SIZE
+            if end - pos >= size:
+                out.append(view[pos : pos + size])
+                pos += size
+            else:
+                self._frame, self._filled = memoryview(self.alloc(size))[:size], 0
+        return out
+
+    def _check(self, size: int) -> int:
+        if size < NONCE_SIZE + TAG_SIZE:
+            self._break(f"transit record too short ({size} bytes)")
+        if size > self._max:
+            self._break(f"transit record too long ({size} bytes, limit {self._max})")
+        return size
+
+    def _break(self, reason: str) -> None:
+        self._broken = reason
+        self._head.clear()
+        self._frame = None
+        self._filled = 0
+        raise BadRecordError(reason)
 
 
 class RecordDecoder:
@@ -61,54 +246,26 @@ class RecordDecoder:
 
     :meth:`feed` raises :class:`~hilltop.errors.BadRecordError` (and only that) for anything the
     peer could have sent wrong; after that the decoder stays broken and the connection must close.
+    ``framer`` and ``opener`` are exposed so a caller may take over opening (on a worker thread)
+    and later hand back, with the nonce count carried along.
     """
 
     def __init__(self, key: bytes, max_record_size: int = MAX_RECORD_SIZE) -> None:
-        self._box = SecretBox(key)
-        self._expected = 0
-        self._buf = bytearray()
-        self._max = max_record_size
+        self.framer = RecordFramer(max_record_size)
+        self.opener = RecordOpener(key)
         self._broken: str | None = None
 
     @property
     def buffered(self) -> int:
         """Bytes held waiting for the rest of a record (for flow-control decisions)."""
-        return len(self._buf)
+        return self.framer.buffered
 
     def feed(self, data: bytes) -> list[bytes]:
         """Add bytes from the wire; return every plaintext that is now complete, in order."""
         if self._broken is not None:
             raise BadRecordError(self._broken)
-        self._buf += data
-        out: list[bytes] = []
-        pos = 0
-        buf = self._buf
         try:
-            while len(buf) - pos >= 4:
-                size = int.from_bytes(buf[pos : pos + 4], "big")
-                if size < NONCE_SIZE + TAG_SIZE:
-                    self._break(f"transit record too short ({size} bytes)")
-                if size > self._max:
-                    self._break(f"transit record too long ({size} bytes, limit {self._max})")
-                if len(buf) - pos - 4 < size:
-                    break
-                frame = bytes(buf[pos + 4 : pos + 4 + size])
-                pos += 4 + size
-                nonce = int.from_bytes(frame[:NONCE_SIZE], "big")
-                if nonce != self._expected:
-                    self._break(
-                        f"transit record has nonce {nonce}, expected {self._expected}"
-                    )
-                try:
-                    out.append(self._box.decrypt(frame))
-                except CryptoError:
-                    self._break("transit record failed to decrypt (corrupted or forged)")
-                self._expected += 1
-        finally:
-            del buf[:pos]
-        return out
-
-    def _break(self, reason: str) -> None:
-        self._broken = reason
-        self._buf.clear()
-        raise BadRecordError(reason)
+            return [bytes(self.opener.open(frame)) for frame in self.framer.feed(data)]
+        except BadRecordError as err:
+            self._broken = str(err)
+            raise

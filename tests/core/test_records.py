@@ -9,8 +9,22 @@ from hypothesis import given
 from hypothesis import strategies as st
 from nacl.secret import SecretBox
 
+from hilltop.capabilities import FEATURES, PeerCapabilities, from_app_versions
 from hilltop.errors import BadRecordError
-from hilltop.records import RecordDecoder, RecordEncoder, record_keys
+from hilltop.records import (
+    BIG_RECORD_SIZE,
+    BIG_RECORDS,
+    MAX_RECORD_SIZE,
+    OVERHEAD,
+    V1_RECORD_SIZE,
+    RecordDecoder,
+    RecordEncoder,
+    RecordFramer,
+    RecordOpener,
+    RecordSealer,
+    record_keys,
+    record_size,
+)
 
 TK = bytes.fromhex("9329a646acaba7172c557c7971191ec6a1e287f84abe58c60dce2659c44c2925")
 SENDER_KEY = bytes.fromhex("4860c8f20d819f7caff59f3e9c6c90c7d70405c6e1247fc6eebb6686768b0d75")
@@ -110,3 +124,73 @@ def test_bit_flips_are_caught(plain: bytes, where: int) -> None:
     dec = RecordDecoder(SENDER_KEY)
     with contextlib.suppress(BadRecordError):
         assert dec.feed(bytes(frame)) == []  # a longer length just waits for more
+
+
+# --- record size negotiation and the bulk data path pieces ------------------------------------
+def caps(features: list[str] | None) -> PeerCapabilities:
+    if features is None:
+        return from_app_versions({})  # what official and wormhole-william send
+    return from_app_versions({"hilltop": {"version": "0.1.0", "features": features}})
+
+
+def test_v1_peers_get_official_record_size() -> None:
+    assert record_size(FEATURES, caps(None)) == V1_RECORD_SIZE == 16384
+    assert record_size(FEATURES, from_app_versions({"hilltop": "garbage"})) == V1_RECORD_SIZE
+
+
+def test_big_records_need_both_sides() -> None:
+    assert record_size(FEATURES, caps([BIG_RECORDS])) == BIG_RECORD_SIZE
+    assert record_size(FEATURES, caps(["something-else"])) == V1_RECORD_SIZE
+    assert record_size((), caps([BIG_RECORDS])) == V1_RECORD_SIZE  # we did not advertise it
+
+
+def test_we_advertise_big_records() -> None:
+    assert BIG_RECORDS in FEATURES
+    assert BIG_RECORD_SIZE + OVERHEAD <= MAX_RECORD_SIZE
+
+
+def test_seal_into_matches_encode_and_reuses_the_buffer() -> None:
+    buffer = bytearray(OVERHEAD + 10)
+    sealer, encoder = RecordSealer(SENDER_KEY), RecordEncoder(SENDER_KEY)
+    assert bytes(sealer.seal_into(b"hello", buffer)) == HELLO == encoder.encode(b"hello")
+    second = bytes(sealer.seal_into(b"0123456789", memoryview(buffer)))
+    assert second == encoder.encode(b"0123456789")
+    with pytest.raises(ValueError):
+        sealer.seal_into(b"x" * 11, buffer)
+    assert sealer.counter == 2  # a refused seal uses no nonce
+
+
+def test_framer_zero_copy_and_gathering() -> None:
+    enc = RecordEncoder(SENDER_KEY)
+    stream = b"".join(enc.encode(bytes([i]) * (i * 100)) for i in range(30))
+    gathered: list[int] = []
+
+    def alloc(size: int) -> bytearray:
+        gathered.append(size)
+        return bytearray(size + 7)  # bigger than asked, as a pool's buffers are
+
+    for step in (1, 5, 97, 4096, len(stream)):
+        framer, opener = RecordFramer(alloc=alloc), RecordOpener(SENDER_KEY)
+        out = bytearray(4000)
+        got = []
+        for i in range(0, len(stream), step):
+            for frame in framer.feed(stream[i : i + step]):
+                got.append(bytes(opener.open(frame, out)))
+        assert got == [bytes([i]) * (i * 100) for i in range(30)]
+        assert framer.buffered == 0
+    assert gathered  # small steps gathered frames; the whole stream at once did not need to
+
+
+def test_opener_checks_order_and_tags() -> None:
+    enc = RecordEncoder(SENDER_KEY)
+    first, second = enc.encode(b"one")[4:], enc.encode(b"two")[4:]
+    opener = RecordOpener(SENDER_KEY)
+    with pytest.raises(BadRecordError, match="nonce 1, expected 0"):
+        opener.open(second)
+    assert opener.open(first) == b"one"
+    broken = bytearray(second)
+    broken[-1] ^= 1
+    with pytest.raises(BadRecordError, match="decrypt"):
+        opener.open(broken)
+    with pytest.raises(BadRecordError, match="too short"):
+        opener.open(b"\x00" * 39)
