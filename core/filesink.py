@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import mmap
 import os
 import re
 import shutil
@@ -46,6 +47,12 @@ from hilltop.transfer import MAX_NAME_BYTES, DirectoryOffer
 T = TypeVar("T")
 
 COPY_CHUNK = 1024 * 1024
+DIRECT_MIN_SIZE = 16 * 1024 * 1024
+"""Files at least this big are written with O_DIRECT where the filesystem allows it."""
+DIRECT_CHUNK = 1024 * 1024
+"""Bytes gathered in a page-aligned staging buffer per O_DIRECT write."""
+DIRECT_BUFFERS = 2
+_O_DIRECT = getattr(os, "O_DIRECT", 0)
 MAX_PATH_BYTES = 4000
 """Refuse entry paths near PATH_MAX (4096 on Linux) instead of failing halfway through."""
 
@@ -111,8 +118,126 @@ def _unlink_quietly(path: str | None) -> None:
             os.unlink(path)
 
 
+class _DirectWriter:
+    """Writes a big file with O_DIRECT from page-aligned staging buffers, on its own thread.
+
+    Why: a received file is written once and rarely read back at once, and filling the page
+    cache costs more CPU than the copy itself where fresh memory is expensive to fault in
+    (VMs whose freed pages go back to the host): writing 1 GiB through the page cache cost up
+    to 2.8 s of system time on the bench machine, with O_DIRECT 0.1 s. O_DIRECT writes wait
+    for the disk, so a thread of their own overlaps them with decrypting and hashing;
+    :data:`DIRECT_BUFFERS` staging buffers bound the memory. Everything degrades to ordinary
+    writes if the filesystem refuses O_DIRECT or an aligned write.
+    """
+
+    def __init__(self, fd: int) -> None:
+        import queue
+        import threading
+
+        self._fd = fd
+        self._free: queue.SimpleQueue[memoryview] = queue.SimpleQueue()
+        self._full: queue.SimpleQueue[tuple[memoryview, int] | None] = queue.SimpleQueue()
+        self._maps = [mmap.mmap(-1, DIRECT_CHUNK) for _ in range(DIRECT_BUFFERS)]
+        for m in self._maps:  # anonymous maps are page-aligned
+            self._free.put(memoryview(m))
+        self._current: memoryview | None = None
+        self._used = 0
+        self._offset = 0  # file offset the writer thread has reached
+        self._error: BaseException | None = None
+        self.active = True
+        self._thread = threading.Thread(target=self._run, name="hilltop-disk", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def open(cls, fd: int) -> _DirectWriter | None:
+        if not _O_DIRECT:
+            return None
+        try:
+            import fcntl
+
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | _O_DIRECT)
+        except (OSError, ImportError):
+            return None
+        return cls(fd)
+
+    def write(self, data: Any) -> None:
+        view = memoryview(data).cast("B")
+        while view:
+            self._check()
+            if self._current is None:
+                self._current = self._free.get()
+            take = min(len(view), DIRECT_CHUNK - self._used)
+            self._current[self._used : self._used + take] = view[:take]
+            self._used += take
+            view = view[take:]
+            if self._used == DIRECT_CHUNK:
+                self._full.put((self._current, self._used))
+                self._current, self._used = None, 0
+
+    def finish(self) -> None:
+        """Wait for the queued writes, then write the unaligned tail with O_DIRECT off."""
+        self._stop()
+        self._check()
+        self._buffered()
+        if self._current is not None and self._used:
+            _write_all(self._fd, self._current[: self._used])
+        self.close()
+
+    def close(self) -> None:
+        self._stop()
+        self._current = None
+        for m in self._maps:
+            with contextlib.suppress(BufferError):  # a slice may live on in a traceback
+                m.close()
+        self._maps = []
+
+    def _stop(self) -> None:
+        if self._thread.is_alive():
+            self._full.put(None)
+            self._thread.join()
+
+    def _check(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    # disk thread
+    def _run(self) -> None:
+        while (item := self._full.get()) is not None:
+            if self._error is not None:
+                continue
+            buffer, used = item
+            try:
+                self._write(buffer[:used])
+            except BaseException as err:  # noqa: BLE001 - raised on the next write()
+                self._error = err
+            self._free.put(buffer)
+
+    def _write(self, chunk: memoryview) -> None:
+        try:
+            _write_all(self._fd, chunk)
+        except OSError as err:
+            if err.errno != errno.EINVAL or not self.active:
+                raise
+            # The filesystem took the flag but not this write: go on without O_DIRECT.
+            done = os.lseek(self._fd, 0, os.SEEK_CUR) - self._offset
+            self._buffered()
+            _write_all(self._fd, chunk[done:])
+        self._offset += len(chunk)
+
+    def _buffered(self) -> None:
+        if self.active:
+            import fcntl
+
+            self.active = False
+            fcntl.fcntl(self._fd, fcntl.F_SETFL,
+                        fcntl.fcntl(self._fd, fcntl.F_GETFL) & ~_O_DIRECT)
+
+
 class _Spool:
-    """Exactly ``size`` bytes into a fresh hidden file, hashed as they arrive."""
+    """Exactly ``size`` bytes into a fresh hidden file, hashed as they arrive.
+
+    ``write`` may be called from a worker thread (one at a time); ``data`` may be any buffer.
+    """
 
     def __init__(self, directory: str, name: str, tag: str, size: int, what: str,
                  durable: bool = True) -> None:
@@ -124,6 +249,8 @@ class _Spool:
         self.path, self._fd = _create_temp(
             directory, name, tag, lambda p: os.open(p, _OPEN_FLAGS, 0o666))
         self._closed = False
+        self._direct = _DirectWriter.open(self._fd) if durable and size >= DIRECT_MIN_SIZE \
+            else None
 
     def write(self, data: bytes) -> None:
         if self._closed:
@@ -132,7 +259,10 @@ class _Spool:
             raise ProtocolError(
                 f"peer sent more than the {self.size} bytes it offered for {self.what}")
         try:
-            _write_all(self._fd, data)
+            if self._direct is not None:
+                self._direct.write(data)
+            else:
+                _write_all(self._fd, data)
         except OSError as err:
             raise _io_error(err, f"writing {self.what}") from None
         self._hash.update(data)
@@ -147,6 +277,9 @@ class _Spool:
         if expected_sha256 is not None and digest != expected_sha256.lower():
             raise ProtocolError(f"{self.what} arrived damaged: its SHA-256 does not match")
         try:
+            if self._direct is not None:
+                direct, self._direct = self._direct, None
+                direct.finish()
             if self.durable:  # the final file; a zip we unpack and delete need not be
                 os.fsync(self._fd)
         except OSError as err:
@@ -158,6 +291,9 @@ class _Spool:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            if self._direct is not None:
+                self._direct.close()
+                self._direct = None
             with contextlib.suppress(OSError):
                 os.close(self._fd)
 

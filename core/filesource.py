@@ -67,6 +67,15 @@ class Source:
     def read(self, n: int = CHUNK_SIZE) -> bytes:
         raise NotImplementedError
 
+    def readinto(self, buffer: memoryview | bytearray) -> int:
+        """Fill the start of ``buffer`` with the next bytes; returns how many (0 only at the end).
+
+        The bulk data path reads this way into one reused buffer (no allocation per record).
+        """
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
     def close(self) -> None:
         """Release open files; safe to call twice."""
 
@@ -103,6 +112,22 @@ class FileSource(Source):
         self.position += len(data)
         return data
 
+    def readinto(self, buffer: memoryview | bytearray) -> int:
+        want = min(len(buffer), self.size - self.position)
+        if want <= 0:
+            return 0
+        into = getattr(self._file, "readinto", None)
+        if into is None:  # a caller's object without readinto (library send_stream)
+            return super().readinto(memoryview(buffer)[:want])
+        try:
+            got = into(memoryview(buffer)[:want])
+        except OSError as err:
+            raise UnsendableError(f"cannot read {self.path!r}: {err.strerror}") from None
+        if not got:
+            raise UnsendableError(f"{self.path!r} got shorter while it was being sent")
+        self.position += got
+        return got
+
     def close(self) -> None:
         self._file.close()
 
@@ -116,18 +141,32 @@ class DirectorySource(Source):
         self.skipped = skipped
         self._stream = stream
         self._chunks: Iterator[bytes] | None = None
-        self._buffer = b""
+        self._rest = memoryview(b"")  # the unread tail of the generator's last chunk
+        self._produced = 0  # bytes the generator has yielded so far
 
     def read(self, n: int = CHUNK_SIZE) -> bytes:
         if n <= 0:
             return b""
-        while len(self._buffer) < n and self.position + len(self._buffer) < self.size:
-            self._buffer += self._next_chunk()
-        data, self._buffer = self._buffer[:n], self._buffer[n:]
-        self.position += len(data)
-        if not data and self._chunks is not None:
+        buffer = bytearray(min(n, max(self.size - self.position, 0)))
+        got = self.readinto(buffer)
+        return bytes(buffer) if got == len(buffer) else bytes(buffer[:got])
+
+    def readinto(self, buffer: memoryview | bytearray) -> int:
+        view = memoryview(buffer)
+        want = min(len(view), self.size - self.position)
+        filled = 0
+        while filled < want:
+            if not self._rest:
+                self._rest = memoryview(self._next_chunk())
+                continue
+            take = min(len(self._rest), want - filled)
+            view[filled : filled + take] = self._rest[:take]
+            self._rest = self._rest[take:]
+            filled += take
+        self.position += filled
+        if not filled and self._chunks is not None:
             self._check_exhausted()
-        return data
+        return filled
 
     def _next_chunk(self) -> bytes:
         if self._chunks is None:
@@ -145,7 +184,8 @@ class DirectorySource(Source):
         except OSError as err:
             where = f"{err.filename!r}" if err.filename else repr(self.path)
             raise UnsendableError(f"cannot read {where}: {err.strerror}") from None
-        if self.position + len(self._buffer) + len(chunk) > self.size:
+        self._produced += len(chunk)
+        if self._produced > self.size:
             raise UnsendableError(
                 f"{self.path!r} changed while it was being sent (zip longer than offered)")
         return chunk

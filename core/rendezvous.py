@@ -8,11 +8,20 @@ the single reconnect timer from ``next_deadline()``. No protocol decision is mad
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
-from autobahn.twisted.websocket import WebSocketClientFactory, WebSocketClientProtocol
+# autobahn's optional native helpers (NVX) run pycparser over their C declarations on every
+# import: about 0.1 s of each start, to XOR-mask a few hundred bytes of JSON. Off unless the
+# user asked for them.
+os.environ.setdefault("AUTOBAHN_USE_NVX", "0")
+
+from autobahn.twisted.websocket import (  # noqa: E402
+    WebSocketClientFactory,
+    WebSocketClientProtocol,
+)
 from twisted.internet import endpoints
 from twisted.internet.interfaces import IStreamClientEndpoint
 

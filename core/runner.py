@@ -35,7 +35,7 @@ from hilltop.errors import BadRecordError, TransitError
 from hilltop.hints import Hint, relay_v1
 from hilltop.hookspecs import TransitSession
 from hilltop.plugins import HookTimeouts, LoadedTransport, Transports, load_transports
-from hilltop.records import RecordDecoder, RecordEncoder, record_keys
+from hilltop.records import RecordDecoder, RecordEncoder, RecordOpener, RecordSealer, record_keys
 from hilltop.streams import ByteStream
 
 log = logging.getLogger(__name__)
@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 Role = Literal["sender", "receiver"]
 # In pull mode (receive_record), stop reading the socket once this many records wait unread.
 _PULL_HIGH_WATER = 16
+# Undecoded bytes kept before the first consumer arrives; then reading pauses.
+_STASH_LIMIT = 1 << 20
 
 
 @dataclass
@@ -403,6 +405,11 @@ class TransitConnection:
     :meth:`resumeProducing`. Pull style: ``await receive_record()``; reading pauses by itself
     while unread records pile up. Sending: :meth:`send_record`; a big sender registers itself
     with :meth:`registerProducer` and gets paused while the socket buffer is full.
+
+    Bulk data path: a sender may seal records itself (on a worker thread) with :attr:`sealer`
+    and hand the frames to :meth:`write_sealed`; a receiver may take sealed frames with
+    :meth:`set_frame_receiver` and open them with :attr:`opener`. The nonce counters live in
+    those two objects, so ordinary records before and after continue the same sequence.
     """
 
     def __init__(self, role: Role, transit_key: bytes, stream: ByteStream, leftover: bytes):
@@ -415,6 +422,11 @@ class TransitConnection:
         self._waiters: deque[defer.Deferred[bytes]] = deque()
         self._on_record: Callable[[bytes], None] | None = None
         self._on_lost: Callable[[Exception], None] | None = None
+        self._on_frames: Callable[[list[Any]], None] | None = None
+        # Bytes that arrive before anyone asked for records or frames wait here undecoded, so
+        # a bulk receiver can still choose frame mode (reading pauses once this grows).
+        self._stash: list[bytes] | None = []
+        self._stashed = 0
         self._paused = False
         self._lost: Exception | None = None
         self._closed_notified = False
@@ -428,6 +440,22 @@ class TransitConnection:
             raise TransitError(f"cannot send: {self._lost}")
         self.stream.write(self._encoder.encode(plaintext))
 
+    @property
+    def sealer(self) -> RecordSealer:
+        """Seals our outgoing records; use it from one thread at a time, in record order."""
+        return self._encoder
+
+    @property
+    def opener(self) -> RecordOpener:
+        """Opens the peer's frames in order (see :meth:`set_frame_receiver`)."""
+        return self._decoder.opener
+
+    def write_sealed(self, frame: bytes) -> None:
+        """Send a record sealed with :attr:`sealer` (frames must go out in sealing order)."""
+        if self._lost is not None:
+            raise TransitError(f"cannot send: {self._lost}")
+        self.stream.write(frame)
+
     def registerProducer(self, producer: Any, streaming: bool) -> None:  # noqa: N802
         self.stream.register_producer(producer, streaming)
 
@@ -440,11 +468,33 @@ class TransitConnection:
     ) -> None:
         """Push mode: every record goes to ``on_record``; the end (an error) to ``on_lost``."""
         self._on_record, self._on_lost = on_record, on_lost
+        self._start_consuming()
         self._deliver()
+
+    def set_frame_receiver(
+        self, on_frames: Callable[[list[Any]], None] | None,
+        on_lost: Callable[[Exception], None] | None,
+    ) -> None:
+        """Frame mode: hand each batch of *sealed* frames (``nonce || tag || ciphertext``) to
+        ``on_frames`` unopened, in order; the caller opens them with :attr:`opener`. Pass
+        ``None`` to go back to records. Flow control is the caller's, with pause/resume."""
+        if self._queue:
+            raise RuntimeError("records already opened; switch to frames before data arrives")
+        self._on_frames, self._on_lost = on_frames, on_lost
+        self._closed_notified = False
+        self._start_consuming()
+        if self._lost is not None:
+            self._deliver()
+
+    def set_frame_buffers(self, alloc: Callable[[int], bytearray]) -> None:
+        """Where frame mode gathers frames that span reads: ``alloc(size)`` returns a buffer
+        of at least ``size`` bytes (a pool avoids a fresh zero-filled buffer per record)."""
+        self._decoder.framer.alloc = alloc
 
     def receive_record(self) -> DualDeferred[bytes]:
         """Pull mode: the next record, or a TransitError once the connection is gone."""
         d: DualDeferred[bytes] = DualDeferred()
+        self._start_consuming()
         if self._queue:
             d.callback(self._queue.popleft())
             self._update_pull_pressure()
@@ -476,13 +526,38 @@ class TransitConnection:
         return self.stream.when_closed()
 
     # internals
+    def _start_consuming(self) -> None:
+        if self._stash is None:
+            return
+        stash, self._stash = self._stash, None
+        if self._stashed >= _STASH_LIMIT and not self._paused and self._lost is None:
+            self.stream.resume_reading()
+        for data in stash:  # also after the connection closed: these bytes did arrive
+            self._decode(data)
+
     def _data(self, data: bytes) -> None:
         if self._lost is not None:
             return
+        if self._stash is not None:
+            self._stash.append(data)
+            self._stashed += len(data)
+            if self._stashed >= _STASH_LIMIT:
+                self.stream.pause_reading()
+            return
+        self._decode(data)
+
+    def _decode(self, data: bytes) -> None:
+        if isinstance(self._lost, BadRecordError):
+            return
         try:
+            if self._on_frames is not None:
+                frames = self._decoder.framer.feed(data)
+                if frames:
+                    self._on_frames(frames)
+                return
             records = self._decoder.feed(data)
         except BadRecordError as err:
-            self._lost = err
+            self._lost = err  # also replaces "connection closed": this is the real reason
             self.stream.close()
             self._deliver()
             return
@@ -511,7 +586,8 @@ class TransitConnection:
                 self._on_lost(self._lost)
 
     def _update_pull_pressure(self) -> None:
-        if self._on_record is not None or self._paused or self._lost is not None:
+        if (self._on_record is not None or self._on_frames is not None or self._paused
+                or self._lost is not None):
             return
         if len(self._queue) >= _PULL_HIGH_WATER:
             self.stream.pause_reading()

@@ -1,0 +1,205 @@
+"""The bulk data path: worker thread, sealed frames both ways, flat buffers, O_DIRECT sink.
+
+Loopback only; sizes are small so the tests stay fast, but they cross every boundary the big
+transfers do (several reads per frame, frames per read, pauses, the last short record).
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import threading
+from pathlib import Path
+
+import pytest
+import pytest_twisted
+from twisted.internet import defer
+
+from hilltop import filesink, filetransfer, records
+from hilltop.filesink import FileSink
+from hilltop.filesource import FileSource
+from hilltop.hints import parse_hints
+from hilltop.pipeline import OrderedWorker
+from hilltop.plugins import load_transports
+from hilltop.runner import TransitRunner
+from hilltop.transfer import FileOffer
+
+TK = bytes(range(32))
+
+
+# --- OrderedWorker ------------------------------------------------------------------------------
+@pytest_twisted.ensureDeferred
+async def test_worker_keeps_order_and_runs_off_the_reactor_thread() -> None:
+    from twisted.internet import reactor
+
+    main = threading.get_ident()
+    seen: list[int] = []
+    done: defer.Deferred[None] = defer.Deferred()
+
+    def work(n: int) -> int:
+        assert threading.get_ident() != main
+        return n * 2
+
+    def got(value: int) -> None:
+        assert threading.get_ident() == main
+        seen.append(value)
+        if len(seen) == 50:
+            done.callback(None)
+
+    worker = OrderedWorker(reactor, work, got, done.errback)
+    worker.set_hungry(False)  # an idle worker must still report
+    for i in range(50):
+        worker.submit(i)
+    await done
+    assert seen == [i * 2 for i in range(50)]
+    assert worker.pending == 0
+    await worker.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_worker_error_stops_later_items() -> None:
+    from twisted.internet import reactor
+
+    seen: list[int] = []
+    failed: defer.Deferred[BaseException] = defer.Deferred()
+
+    def work(n: int) -> int:
+        if n == 3:
+            raise ValueError("boom")
+        return n
+
+    worker = OrderedWorker(reactor, work, seen.append, failed.callback)
+    for i in range(10):
+        worker.submit(i)
+    err = await failed
+    assert isinstance(err, ValueError)
+    await worker.stop()
+    assert seen == [0, 1, 2]
+
+
+# --- end to end over loopback -------------------------------------------------------------------
+async def connected_pair(reactor):
+    def runner(role, **kw):
+        return TransitRunner(reactor, role, TK, transports=load_transports(["direct-tcp"]),
+                             local_addresses=["127.0.0.1"], **kw)
+
+    s, r = runner("sender"), runner("receiver", no_listen=True)
+    s_hints, r_hints = await s.our_hints(), await r.our_hints()
+    cs, cr = await defer.gatherResults([
+        s.connect(parse_hints([h.to_wire() for h in r_hints])),
+        r.connect(parse_hints([h.to_wire() for h in s_hints]))])
+    return s, r, cs, cr
+
+
+@pytest.mark.parametrize("record_size", [records.V1_RECORD_SIZE, records.BIG_RECORD_SIZE])
+@pytest_twisted.ensureDeferred
+async def test_file_crosses_intact(tmp_path: Path, record_size: int) -> None:
+    from twisted.internet import reactor
+
+    data = os.urandom(3 * records.BIG_RECORD_SIZE + 12345)
+    (tmp_path / "src").write_bytes(data)
+    s, r, cs, cr = await connected_pair(reactor)
+    sink = FileSink(str(tmp_path / "dst"), len(data))
+    moved: list[int] = []
+    with open(tmp_path / "src", "rb") as f:
+        source = FileSource(FileOffer("src", len(data)), str(tmp_path / "src"), f)
+        sent, _ = await defer.gatherResults([
+            defer.ensureDeferred(filetransfer._stream(reactor, cs, source, moved.append,
+                                                      record_size)),
+            defer.ensureDeferred(
+                filetransfer._RecordSink(reactor, cr, sink, len(data), lambda _n: None).run()),
+        ])
+    digest = sink.finish()
+    assert sent == digest == hashlib.sha256(data).hexdigest()
+    assert (tmp_path / "dst").read_bytes() == data
+    assert sum(moved) == len(data)
+    # ordinary records still work afterwards, with the nonce counts carried on
+    cr.send_record(b"ack")
+    assert await cs.receive_record() == b"ack"
+    cs.send_record(b"more")
+    assert await cr.receive_record() == b"more"
+    await cr.close()
+    await cs.when_closed()
+    await s.stop()
+    await r.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_sender_closing_midway_is_reported(tmp_path: Path) -> None:
+    from twisted.internet import reactor
+
+    s, r, cs, cr = await connected_pair(reactor)
+    sink = FileSink(str(tmp_path / "dst"), 10 * records.BIG_RECORD_SIZE)
+    cs.send_record(b"x" * 1000)
+    cs.close()
+    with pytest.raises(Exception, match="after 1000 of"):
+        await filetransfer._RecordSink(reactor, cr, sink, 10 * records.BIG_RECORD_SIZE,
+                                       lambda _n: None).run()
+    sink.abort()
+    assert os.listdir(tmp_path) == []
+    await s.stop()
+    await r.stop()
+
+
+# --- O_DIRECT sink ------------------------------------------------------------------------------
+def test_direct_writes_odd_sizes(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(filesink, "DIRECT_MIN_SIZE", 0)
+    monkeypatch.setattr(filesink, "DIRECT_CHUNK", 64 * 1024)
+    data = os.urandom(5 * 64 * 1024 + 777)
+    sink = FileSink(str(tmp_path / "f"), len(data))
+    pos = 0
+    for step in (1, 4095, 70000, 3, 200000):
+        sink.write(memoryview(data)[pos : pos + step])
+        pos += step
+    sink.write(data[pos:])
+    assert sink.finish() == hashlib.sha256(data).hexdigest()
+    assert (tmp_path / "f").read_bytes() == data
+
+
+def test_direct_falls_back_when_the_filesystem_refuses(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(filesink, "DIRECT_MIN_SIZE", 0)
+    monkeypatch.setattr(filesink, "DIRECT_CHUNK", 4096)
+    real = filesink._write_all
+    calls = {"n": 0}
+
+    def picky(fd: int, data) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        real(fd, data)
+
+    monkeypatch.setattr(filesink, "_write_all", picky)
+    data = os.urandom(4096 * 5 + 10)
+    sink = FileSink(str(tmp_path / "f"), len(data))
+    sink.write(data)
+    sink.finish()
+    assert (tmp_path / "f").read_bytes() == data
+
+
+def test_direct_disk_full_is_clear(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(filesink, "DIRECT_MIN_SIZE", 0)
+    monkeypatch.setattr(filesink, "DIRECT_CHUNK", 4096)
+
+    def full(fd: int, data) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(filesink, "_write_all", full)
+    sink = FileSink(str(tmp_path / "f"), 10 * 4096)
+    with pytest.raises(filesink.DiskFullError):
+        for _ in range(10):
+            sink.write(b"x" * 4096)
+        sink.finish()
+    assert os.listdir(tmp_path) == []
+
+
+def test_source_readinto_counts_exactly(tmp_path: Path) -> None:
+    data = os.urandom(100_000)
+    (tmp_path / "f").write_bytes(data)
+    with open(tmp_path / "f", "rb") as f:
+        source = FileSource(FileOffer("f", 60_000), str(tmp_path / "f"), f)
+        buffer = bytearray(16384)
+        got = bytearray()
+        while n := source.readinto(buffer):
+            got += buffer[:n]
+    assert bytes(got) == data[:60_000]  # a file that grew is sent only up to the offer
