@@ -154,19 +154,32 @@ def test_files_with_william(payload: Path, direction: str, fresh_code: str, tmp_
     if direction == "hilltop->william":
         s = hilltop("send", "--code", fresh_code, str(payload))
         r = william("receive", "--hide-progress", fresh_code, cwd=dest, stdin="y\n")
-    else:
-        s = william("send", "--hide-progress", "--code", fresh_code, str(payload))
-        r = hilltop("receive", "--accept-file", fresh_code, cwd=dest)
-    ok(r.finish(120))
-    sent = s.finish(120)
-    if direction == "william->hilltop" and sent.returncode != 0:
-        # wormhole-william 1.0.6 as a sender through a relay sometimes fails *after* the
-        # receiver's ack with this Go error; it does the same with the official receiver
-        # (seen by hand in the netns), so it is its bug, not a failed transfer.
-        assert "use of closed network connection" in sent.stderr, sent.describe()
-    else:
-        ok(sent)
-    check_arrived(payload, dest)
+        ok(r.finish(120))
+        ok(s.finish(120))
+        check_arrived(payload, dest)
+        return
+    # wormhole-william 1.0.6 as a sender through a relay (it never offers loopback addresses,
+    # so in the netns the relay is its only path) has a race: a goroutine watching its relay
+    # connection sometimes closes it just as the transfer starts ("use of closed network
+    # connection"). The official receiver trips over it too (seen by hand in the netns). We
+    # retry only on that exact signature; every other failure fails the test.
+    for attempt in range(3):
+        # retries get nameplates far above the ones fresh_code hands out
+        code = f"99{attempt}{fresh_code.split('-')[0]}-guitarist-revenge" if attempt else fresh_code
+        s = william("send", "--hide-progress", "--code", code, str(payload))
+        received = hilltop("receive", "--accept-file", code, cwd=dest).finish(120)
+        sent = s.finish(120)
+        if received.returncode == 0:
+            ok(received)
+            if sent.returncode != 0:  # the same race can also hit after the final ack
+                assert "use of closed network connection" in sent.stderr, sent.describe()
+            check_arrived(payload, dest)
+            return
+        assert "use of closed network connection" in sent.stderr, (
+            received.describe() + "\n" + sent.describe())
+        assert "Traceback" not in received.stderr, received.describe()
+        assert list(dest.iterdir()) == [], "a failed attempt left a file behind"
+    pytest.fail("wormhole-william's relay race hit three times in a row")
 
 
 @pytest.mark.parametrize("kind", ["dotdot", "absolute", "symlink", "duplicate"])
