@@ -14,6 +14,7 @@ from hilltop.cli import lan as cli_lan
 from hilltop.cli.common import GlobalOptions, run
 from hilltop.cli.progress import progress_bar
 from hilltop.cli.send import close_quietly, describe_offer
+from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
 from hilltop.cli.transitopts import lan_flags, transit_flags, transit_options
 from hilltop.errors import HilltopError, LocalError, RejectedError
 from hilltop.filesink import DirectorySink, FileSink
@@ -35,6 +36,7 @@ REJECTED = "transfer rejected"
               help="name to save as, instead of the sender's; an existing directory "
                    "receives the transfer inside it")
 @transit_flags
+@tor_flags
 @lan_flags
 @click.pass_obj
 def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, verify: bool,
@@ -44,6 +46,9 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, verify
     typed = "-".join(code) if code else None
     options = transit_options(opts.transit_helper, listen, transports)
     choices = _Choices(only_text, accept_file, output_file, hide_progress, options)
+    tor = tor_chosen()
+    if tor is not None and (lan or interface):
+        raise click.UsageError("--tor and --lan exclude each other")
 
     async def main(reactor: Any) -> int:
         relay_url, found = opts.relay_url, None
@@ -54,12 +59,19 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, verify
             choices.options = cli_lan.lan_transit(options, interfaces, interface,
                                                   opts.transit_helper == api.TRANSIT_HELPER)
             relay_url, found = await cli_lan.find_sender(reactor, interfaces, typed)
-        w = api.Wormhole(opts.appid, relay_url, reactor=reactor)
+        manager = None
+        extra_args: dict[str, Any] = {}
+        if tor is not None:
+            manager, choices.options = await start_tor(reactor, tor, options)
+            extra_args["endpoint_factory"] = manager.endpoint_factory
+        w = api.Wormhole(opts.appid, relay_url, reactor=reactor, **extra_args)
         try:
-            with cli_lan.suggest_lan("receive", enabled=found is None):
+            with cli_lan.suggest_lan("receive", enabled=found is None and tor is None):
                 return await _converse(reactor, w, typed, found)
         finally:
             await close_quietly(w)
+            if manager is not None:
+                await manager.close()
 
     async def _converse(reactor: Any, w: api.Wormhole, typed: str | None,
                         found: float | None) -> int:

@@ -13,6 +13,7 @@ from hilltop.cli import lan as cli_lan
 from hilltop.cli import output
 from hilltop.cli.common import GlobalOptions, run
 from hilltop.cli.progress import progress_bar
+from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
 from hilltop.cli.transitopts import lan_flags, transit_flags, transit_options
 from hilltop.errors import LocalError, TransferError
 from hilltop.filesource import Source, open_source
@@ -34,6 +35,7 @@ VERIFY_REJECTED = "sender rejected verification check, abandoned transfer"
 @click.option("--ignore-unsendable-files", is_flag=True,
               help="leave out files that cannot be read instead of failing")
 @transit_flags
+@tor_flags
 @lan_flags
 @click.pass_obj
 def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | None,
@@ -48,6 +50,9 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
         output.status("Reading text message from stdin..")
         text = sys.stdin.read()
     options = transit_options(opts.transit_helper, listen, transports)
+    tor = tor_chosen()
+    if tor is not None and (lan or interface):
+        raise click.UsageError("--tor and --lan exclude each other")
 
     async def payload(reactor: Any, w: api.Wormhole, code: str | None,
                       options: filetransfer.TransitOptions, receive_command: str) -> int:
@@ -70,12 +75,19 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
                 reactor, opts, interfaces,
                 lambda w, c: payload(reactor, w, c, lan_options, "wormhole receive --lan"),
                 code, code_length)
-        w = api.Wormhole(opts.appid, opts.relay_url, reactor=reactor)
+        manager, chosen = None, options
+        extra_args: dict[str, Any] = {}
+        if tor is not None:
+            manager, chosen = await start_tor(reactor, tor, options)
+            extra_args["endpoint_factory"] = manager.endpoint_factory
+        w = api.Wormhole(opts.appid, opts.relay_url, reactor=reactor, **extra_args)
         try:
-            with cli_lan.suggest_lan("send"):
-                return await payload(reactor, w, code, options, "wormhole receive")
+            with cli_lan.suggest_lan("send", enabled=tor is None):
+                return await payload(reactor, w, code, chosen, "wormhole receive")
         finally:
             await close_quietly(w)
+            if manager is not None:
+                await manager.close()
 
     run(main)
 

@@ -40,6 +40,7 @@ class TransitOptions:
 
     transit_helpers: Sequence[str] = ()
     no_listen: bool = False
+    tor: bool = False  # every connection through Tor (the tor transport; no clear-net dials)
     transports: Sequence[str] | None = None  # None: every installed transport
     no_plugins: bool = False  # only the transports shipped with hilltop (--no-plugins)
     local_addresses: Sequence[str] | None = None
@@ -72,6 +73,7 @@ def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions) -
         transports=transports,
         transit_helpers=[parse_transit_helper(h) for h in options.transit_helpers if h],
         no_listen=options.no_listen,
+        tor=options.tor,
         local_addresses=options.local_addresses,
         options=extra,
     )

@@ -37,7 +37,7 @@ class Relay:
 
     @hookimpl
     def hilltop_transport_connect(self, hint: Any, session: TransitSession) -> Any:
-        if hint.type != relay_v1.TYPE or not hint.endpoints:
-            return None
+        if hint.type != relay_v1.TYPE or not hint.endpoints or session.tor:
+            return None  # under --tor, tor-relay dials relays through Tor
         ep = hint.endpoints[0]
         return dial_tcp(session.reactor, ep.hostname, ep.port, f"{NAME} {ep}")

@@ -1,0 +1,238 @@
+"""``tor``: an ephemeral onion service (``tor-tcp-v1`` hints) and dialling through Tor.
+
+Under ``--tor`` (``TransitSession.tor``) the side that has a Tor control connection listens on
+127.0.0.1 behind an ephemeral v3 onion service (``ADD_ONION ... Flags=DiscardPK``: the key never
+leaves Tor, let alone reaches a disk) and offers it as a ``tor-tcp-v1`` hint; the service is
+removed when the session stops. It dials the peer's ``tor-tcp-v1`` hints and, as fallbacks, the
+peer's ``direct-tcp-v1`` hints with public addresses (both through Tor's SOCKS port).
+:class:`TorRelay` dials ``relay-v1`` hints through Tor (``relay=True``, so the runner writes the
+relay line first). Without ``--tor`` both decline everything.
+
+Tor is found by :class:`hilltop.tor.TorManager`, passed in ``session.options["tor"]["manager"]``
+(the CLI shares it with the mailbox connection); a library caller may pass ``"settings"``
+(a :class:`hilltop.tor.TorSettings`) instead.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from typing import Any
+
+from twisted.internet import defer
+from twisted.internet.protocol import Factory
+
+from hilltop.hints import direct_tcp_v1, relay_v1, tor_tcp_v1
+from hilltop.hookspecs import TransitSession, TransportInfo, hookimpl
+from hilltop.streams import InboundFactory, TCPStream
+
+log = logging.getLogger(__name__)
+
+NAME = "tor"
+RELAY_NAME = "tor-relay"
+
+
+def _txtorcon_missing() -> str:
+    try:
+        import txtorcon  # noqa: F401
+    except ImportError:
+        return "txtorcon is not installed (pip install txtorcon)"
+    return ""
+
+
+def public_address(host: str) -> bool:
+    """A direct hint worth dialling through Tor: a public IP literal (never a name or LAN)."""
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return ip.is_global
+
+
+class _Sessions:
+    """Per-session state: the manager, and whether we made it (then we close it)."""
+
+    def __init__(self) -> None:
+        self.managers: dict[int, tuple[Any, bool]] = {}
+
+    def manager(self, session: TransitSession) -> Any:
+        got = self.managers.get(id(session))
+        if got is not None:
+            return got[0]
+        from hilltop.tor import TorManager, TorSettings
+
+        cfg = session.options.get(NAME, {})
+        manager = cfg.get("manager")
+        owned = manager is None
+        if owned:
+            manager = TorManager(session.reactor, cfg.get("settings") or TorSettings())
+        self.managers[id(session)] = (manager, owned)
+        return manager
+
+    async def release(self, session: TransitSession) -> None:
+        got = self.managers.pop(id(session), None)
+        if got is not None and got[1]:
+            await got[0].close()
+
+
+def _dial(session: TransitSession, sessions: _Sessions, host: str, port: int,
+          description: str) -> defer.Deferred[Any]:
+    manager = sessions.manager(session)
+    inner: list[defer.Deferred[Any]] = []
+    result: defer.Deferred[Any] = defer.Deferred(lambda _d: [i.cancel() for i in inner])
+
+    def go(_: Any) -> None:
+        if result.called:
+            return
+        factory = Factory.forProtocol(lambda: TCPStream(description))
+        d = manager.client_endpoint(host, port).connect(factory)
+        inner.append(d)
+        d.chainDeferred(result)
+
+    ready = manager.ready()
+    inner.append(ready)
+    ready.addCallbacks(go, lambda f: None if result.called else result.errback(f))
+    return result
+
+
+class _OnionInbound(TCPStream):
+    def __init__(self, factory: _OnionInboundFactory) -> None:
+        super().__init__(f"{factory.label} (inbound)")
+        self._factory = factory
+
+    def connectionMade(self) -> None:  # noqa: N802
+        # the peer address is always Tor's own end on 127.0.0.1: only the onion says anything
+        self.description = f"{self._factory.label} (inbound)"
+        self._factory.on_stream(self)
+
+
+class _OnionInboundFactory(InboundFactory):
+    def buildProtocol(self, addr: Any) -> TCPStream:  # noqa: N802
+        return _OnionInbound(self)
+
+
+class Tor:
+    """Built-in transport: onion service listener plus dials through Tor."""
+
+    api = 1
+
+    def __init__(self) -> None:
+        self._sessions = _Sessions()
+        self._services: dict[int, tuple[Any, Any]] = {}  # id(session) -> (onion, port)
+
+    @hookimpl
+    def hilltop_transport_info(self) -> TransportInfo:
+        why = _txtorcon_missing()
+        return TransportInfo(
+            name=NAME,
+            hint_types=(tor_tcp_v1.TYPE, direct_tcp_v1.TYPE),
+            tier=0,
+            usable=not why,
+            why_not=why,
+            description="with --tor: an ephemeral onion service, and dials through Tor",
+        )
+
+    @hookimpl
+    def hilltop_transport_start(self, session: TransitSession) -> Any:
+        if not session.tor or session.no_listen:
+            return []
+        return defer.ensureDeferred(self._start(session))
+
+    async def _start(self, session: TransitSession) -> list[tor_tcp_v1.Hint]:
+        manager = self._sessions.manager(session)
+        await manager.ready()
+        if manager.socks_only:
+            log.warning("tor: only a SOCKS port, so no onion service can be made; "
+                        "the peer's onion service or the relay will carry the transfer")
+            return []
+        import txtorcon
+
+        factory = _OnionInboundFactory(NAME, session.offer_inbound)
+        port = session.reactor.listenTCP(0, factory, interface="127.0.0.1")
+        local = port.getHost().port
+        try:
+            onion = await manager.tor.create_onion_service(
+                ports=[(local, local)], private_key=txtorcon.DISCARD, version=3)
+        except BaseException:
+            await defer.maybeDeferred(port.stopListening)
+            raise
+        self._services[id(session)] = (onion, port)
+        host = onion.hostname
+        factory.label = f"{NAME} {host}:{local}"
+        log.info("tor: onion service %s:%d is up", host, local)
+        return [tor_tcp_v1.Hint(host, local, 0.0)]
+
+    @hookimpl
+    def hilltop_transport_connect(self, hint: Any, session: TransitSession) -> Any:
+        if not session.tor:
+            return None
+        if hint.type == tor_tcp_v1.TYPE:
+            pass
+        elif hint.type == direct_tcp_v1.TYPE:
+            if not public_address(hint.hostname):
+                return None
+        else:
+            return None
+        return _dial(session, self._sessions, hint.hostname, hint.port, f"{NAME} {hint}")
+
+    @hookimpl
+    def hilltop_transport_stop(self, session: TransitSession) -> Any:
+        return defer.ensureDeferred(self._stop(session))
+
+    async def _stop(self, session: TransitSession) -> None:
+        got = self._services.pop(id(session), None)
+        try:
+            if got is not None:
+                onion, port = got
+                await defer.maybeDeferred(port.stopListening)
+                try:
+                    await onion.remove()
+                except Exception:
+                    log.debug("tor: removing the onion service", exc_info=True)
+        finally:
+            await self._sessions.release(session)
+
+
+class TorRelay:
+    """Built-in transport: ``relay-v1`` hints dialled through Tor (only under ``--tor``)."""
+
+    api = 1
+
+    def __init__(self) -> None:
+        self._sessions = _Sessions()
+
+    @hookimpl
+    def hilltop_transport_info(self) -> TransportInfo:
+        why = _txtorcon_missing()
+        return TransportInfo(
+            name=RELAY_NAME,
+            hint_types=(relay_v1.TYPE,),
+            tier=1,
+            start_delay=3.0,  # an onion service takes a few seconds to answer: give it them
+            relay=True,
+            usable=not why,
+            why_not=why,
+            description="with --tor: meet the peer at a transit relay, through Tor",
+        )
+
+    @hookimpl
+    def hilltop_transport_connect(self, hint: Any, session: TransitSession) -> Any:
+        if not session.tor or hint.type != relay_v1.TYPE or not hint.endpoints:
+            return None
+        ep = hint.endpoints[0]
+        if not ep.hostname.endswith(".onion") and not public_address(ep.hostname) \
+                and _is_ip(ep.hostname):
+            return None  # a private relay address is unreachable through Tor
+        return _dial(session, self._sessions, ep.hostname, ep.port, f"{RELAY_NAME} {ep}")
+
+    @hookimpl
+    def hilltop_transport_stop(self, session: TransitSession) -> Any:
+        return defer.ensureDeferred(self._sessions.release(session))
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
