@@ -1,0 +1,120 @@
+"""The tor transport without a Tor: what it declines, what it would dial, finding SOCKS.
+
+End-to-end runs on a private Tor network are in ``integration/test_tor.py``.
+"""
+
+from __future__ import annotations
+
+import pytest
+import pytest_twisted
+from twisted.internet import defer
+
+from hilltop.errors import LocalError
+from hilltop.hints import direct_tcp_v1, relay_v1, tor_tcp_v1
+from hilltop.hookspecs import TransitSession
+from hilltop.tor import TorManager, TorSettings, parse_socks
+from hilltop.transports.relay import Relay
+from hilltop.transports.tor import Tor, TorRelay, public_address
+
+
+def session(reactor, **kw) -> TransitSession:
+    return TransitSession(reactor=reactor, role="sender", **kw)
+
+
+def relay_hint(host: str, port: int = 4001) -> relay_v1.Hint:
+    return relay_v1.parse({"type": "relay-v1",
+                           "hints": [{"type": "direct-tcp-v1", "hostname": host, "port": port}]})
+
+
+def test_info() -> None:
+    info = Tor().hilltop_transport_info()
+    assert info.name == "tor" and tor_tcp_v1.TYPE in info.hint_types and info.tier == 0
+    relay = TorRelay().hilltop_transport_info()
+    assert relay.name == "tor-relay" and relay.relay and relay.hint_types == (relay_v1.TYPE,)
+
+
+def test_everything_declined_without_tor() -> None:
+    from twisted.internet import reactor
+
+    s = session(reactor)
+    assert Tor().hilltop_transport_start(s) == []
+    assert Tor().hilltop_transport_connect(tor_tcp_v1.Hint("x" * 56 + ".onion", 80), s) is None
+    assert TorRelay().hilltop_transport_connect(relay_hint("relay.example"), s) is None
+
+
+def test_no_listen_makes_no_onion_service() -> None:
+    from twisted.internet import reactor
+
+    assert Tor().hilltop_transport_start(session(reactor, tor=True, no_listen=True)) == []
+
+
+def test_private_addresses_are_never_dialled_through_tor() -> None:
+    from twisted.internet import reactor
+
+    s = session(reactor, tor=True)
+    for host in ("127.0.0.1", "192.168.1.2", "10.0.0.1", "fe80::1", "::1"):
+        assert Tor().hilltop_transport_connect(direct_tcp_v1.Hint(host, 1234), s) is None
+        assert TorRelay().hilltop_transport_connect(relay_hint(host), s) is None
+
+
+def test_the_clear_net_relay_declines_under_tor() -> None:
+    from twisted.internet import reactor
+
+    assert Relay().hilltop_transport_connect(relay_hint("8.8.8.8"), session(reactor, tor=True)) \
+        is None
+
+
+def test_public_address() -> None:
+    assert public_address("8.8.8.8") and public_address("2001:4860::8888")
+    assert not public_address("192.168.0.1") and not public_address("example.org")
+
+
+def test_parse_socks() -> None:
+    assert parse_socks("127.0.0.1:9050") == ("127.0.0.1", 9050)
+    assert parse_socks("[::1]:9150") == ("::1", 9150)
+    for bad in ("9050", "host:", "host:99999", ":9050"):
+        with pytest.raises(LocalError):
+            parse_socks(bad)
+
+
+@pytest_twisted.ensureDeferred
+async def test_socks_only_manager_makes_no_onion_service() -> None:
+    from twisted.internet import reactor
+
+    manager = TorManager(reactor, TorSettings(socks="127.0.0.1:9"))
+    await manager.ready()
+    assert manager.socks_only and manager.socks == ("127.0.0.1", 9)
+    s = session(reactor, tor=True, options={"tor": {"manager": manager}})
+    plugin = Tor()
+    assert await defer.maybeDeferred(plugin.hilltop_transport_start, s) == []
+    await plugin.hilltop_transport_stop(s)
+
+
+@pytest_twisted.ensureDeferred
+async def test_unreachable_control_port_is_a_clear_error() -> None:
+    from twisted.internet import reactor
+
+    manager = TorManager(reactor, TorSettings(control_port="tcp:127.0.0.1:9"))
+    with pytest.raises(LocalError, match="control port"):
+        await manager.ready()
+
+
+@pytest.mark.parametrize("command", ["send", "receive"])
+def test_cli_tor_and_lan_exclude_each_other(command: str) -> None:
+    from click.testing import CliRunner
+
+    from hilltop.cli.main import cli
+
+    args = [command, "--tor", "--lan", *(["--text", "hi"] if command == "send" else ["1-a-b"])]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2 and "--tor and --lan" in result.output
+
+
+def test_cli_only_one_way_to_find_tor() -> None:
+    from click.testing import CliRunner
+
+    from hilltop.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["send", "--launch-tor", "--tor-socks", "127.0.0.1:9050",
+                                      "--text", "hi"])
+    assert result.exit_code == 2 and "only one of" in result.output
