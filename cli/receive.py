@@ -15,7 +15,12 @@ from hilltop.cli.common import GlobalOptions, run
 from hilltop.cli.progress import progress_bar
 from hilltop.cli.send import close_quietly, describe_offer
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
-from hilltop.cli.transitopts import lan_flags, transit_flags, transit_options
+from hilltop.cli.transitopts import (
+    check_transport_names,
+    lan_flags,
+    transit_flags,
+    transit_options,
+)
 from hilltop.errors import HilltopError, LocalError, RejectedError
 from hilltop.filesink import DirectorySink, FileSink
 from hilltop.lan import lan_interfaces
@@ -51,6 +56,7 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, verify
         raise click.UsageError("--tor and --lan exclude each other")
 
     async def main(reactor: Any) -> int:
+        check_transport_names(options)
         relay_url, found = opts.relay_url, None
         if lan or interface:
             if typed is None:
@@ -139,6 +145,8 @@ async def _receive_file(reactor: Any, w: api.Wormhole,
             reactor, w, peer_transit, sink, size, choices.options,
             on_connected=lambda desc: output.status(f"Receiving (->{desc})..."),
             progress=update,
+            on_unacknowledged=lambda why: output.status(
+                f"Warning: everything arrived, but the sender may not know ({why})"),
         )
     output.status(f"Received {os.path.relpath(sink.target)}")
     return 0

@@ -14,7 +14,12 @@ from hilltop.cli import output
 from hilltop.cli.common import GlobalOptions, run
 from hilltop.cli.progress import progress_bar
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
-from hilltop.cli.transitopts import lan_flags, transit_flags, transit_options
+from hilltop.cli.transitopts import (
+    check_transport_names,
+    lan_flags,
+    transit_flags,
+    transit_options,
+)
 from hilltop.errors import LocalError, TransferError
 from hilltop.filesource import Source, open_source
 from hilltop.lan import lan_interfaces
@@ -67,6 +72,7 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
         return await _send_text(w, text, code, code_length, verify, receive_command)
 
     async def main(reactor: Any) -> int:
+        check_transport_names(options)
         if lan or interface:
             interfaces = lan_interfaces(interface)
             lan_options = cli_lan.lan_transit(options, interfaces, interface,

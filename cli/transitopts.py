@@ -48,6 +48,19 @@ def transit_options(transit_helper: str, listen: bool, transports: str | None) -
                           no_plugins=no_plugins_chosen())
 
 
+def check_transport_names(options: TransitOptions) -> None:
+    """Fail on a misspelt ``--transports`` name before the code is even announced.
+
+    The transit layer loads the plugins again when the peer is known; doing it once here (the
+    reactor must be installed, as plugins may import it) means a typo costs the user nothing
+    instead of a wasted rendezvous.
+    """
+    if options.transports:
+        from hilltop.plugins import load_configured
+
+        load_configured(list(options.transports), no_plugins=options.no_plugins)
+
+
 def lan_flags(f: Callable[..., Any]) -> Callable[..., Any]:
     f = click.option("--interface", metavar="NAME", default=None,
                      help="with --lan: announce, listen and look only on this network "

@@ -356,8 +356,14 @@ async def receive_into(
     *,
     on_connected: Callable[[str], None] = lambda _: None,
     progress: Progress = lambda _: None,
+    on_unacknowledged: Callable[[str], None] = lambda _: None,
 ) -> str:
-    """Accept the offer already checked by the caller, receive ``size`` bytes into ``sink``."""
+    """Accept the offer already checked by the caller, receive ``size`` bytes into ``sink``.
+
+    Once every byte is in and the sink has committed the target, the transfer has succeeded
+    for this side: if the sender hangs up before our ack reaches it (wormhole-william 1.0.6
+    sometimes does), the complete file stays and ``on_unacknowledged`` hears why.
+    """
     runner = make_runner(reactor, w, "receiver", options)
     try:
         hints = await runner.our_hints()
@@ -368,7 +374,10 @@ async def receive_into(
             on_connected(conn.description)
             await _RecordSink(reactor, conn, sink, size, progress).run()
             digest = sink.finish()
-            conn.send_record(json.dumps({"ack": "ok", "sha256": digest}).encode("utf-8"))
+            try:
+                conn.send_record(json.dumps({"ack": "ok", "sha256": digest}).encode("utf-8"))
+            except TransitError as err:
+                on_unacknowledged(str(err))
             return digest
         finally:
             await conn.close()

@@ -178,7 +178,8 @@ def test_files_with_william(payload: Path, direction: str, fresh_code: str, tmp_
         assert "use of closed network connection" in sent.stderr, (
             received.describe() + "\n" + sent.describe())
         assert "Traceback" not in received.stderr, received.describe()
-        assert list(dest.iterdir()) == [], "a failed attempt left a file behind"
+        left = sorted(str(q.relative_to(dest)) for q in dest.rglob("*"))
+        assert left == [], f"a failed attempt left {left} behind\n{received.describe()}"
     pytest.fail("wormhole-william's relay race hit three times in a row")
 
 

@@ -203,6 +203,19 @@ def test_unreachable_relay(hilltop: Callable[..., Peer], command: str) -> None:
     assert_clean_failure(result)
 
 
+@pytest.mark.parametrize("command", ["send", "receive"])
+def test_misspelt_transport_fails_before_the_mailbox(hilltop: Callable[..., Peer],
+                                                     command: str, tmp_path) -> None:
+    """A typo in --transports is reported at once, not after the peer has typed the code."""
+    dead = f"ws://127.0.0.1:{free_port()}/v1"  # never reached: the name is checked first
+    (tmp_path / "f.txt").write_text("x")
+    args = (["send", str(tmp_path / "f.txt")] if command == "send"
+            else ["receive", "7-guitarist-revenge"])
+    result = hilltop(*args, "--transports", "relya", relay_url=dead,
+                     transit_helper="tcp:127.0.0.1:9").finish(30)
+    assert_clean_failure(result, "unknown transport(s) relya")
+
+
 @pytest.mark.parametrize("code", ["banana", "7", "7-", "guitarist-revenge", "7-guitarist revenge",
                                   "7--revenge"])
 def test_malformed_code_on_receive(hilltop: Callable[..., Peer], code: str) -> None:

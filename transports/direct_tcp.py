@@ -1,4 +1,4 @@
-"""``direct-tcp``: listen on every interface (IPv4 and IPv6) and dial ``direct-tcp-v1`` hints."""
+"""``direct-tcp``: listen (everywhere, or on chosen addresses); dial ``direct-tcp-v1`` hints."""
 
 from __future__ import annotations
 
@@ -68,16 +68,17 @@ class DirectTCP:
         if session.no_listen or session.tor:
             return []  # listening would reveal our address / the user said no
         factory = InboundFactory(NAME, session.offer_inbound)
-        port = self._listen(session.reactor, factory)
-        if port is None:
+        chosen = session.local_addresses
+        if chosen is None:
+            number = self._listen_everywhere(session.reactor, factory)
+            addresses = discover_addresses() if number is not None else []
+        else:  # e.g. LAN mode with --interface: listen only where we advertise
+            number, addresses = self._listen_on(session.reactor, factory, chosen)
+        if number is None:
             return []
-        number = port.getHost().port
-        addresses = session.local_addresses
-        if addresses is None:
-            addresses = discover_addresses()
         return [direct_tcp_v1.Hint(a, number, 0.0) for a in addresses]
 
-    def _listen(self, reactor: Any, factory: InboundFactory) -> Any:
+    def _listen_everywhere(self, reactor: Any, factory: InboundFactory) -> int | None:
         """Listen on ``::`` (dual-stack on most systems) and on ``0.0.0.0`` with the same port."""
         first = None
         try:
@@ -92,7 +93,23 @@ class DirectTCP:
             if first is None:
                 log.warning("direct-tcp: cannot listen on any interface", exc_info=True)
             # otherwise the IPv6 socket is dual-stack and already holds the IPv4 port
-        return self._ports[0] if self._ports else None
+        return self._ports[0].getHost().port if self._ports else None
+
+    def _listen_on(self, reactor: Any, factory: InboundFactory,
+                   addresses: Iterable[str]) -> tuple[int | None, list[str]]:
+        """Listen on exactly these addresses, sharing one port; returns it and where it worked."""
+        number: int | None = None
+        bound: list[str] = []
+        for address in addresses:
+            try:
+                port = reactor.listenTCP(number or 0, factory, interface=address)
+            except CannotListenError:
+                log.warning("direct-tcp: cannot listen on %s", address, exc_info=True)
+                continue
+            self._ports.append(port)
+            number = port.getHost().port
+            bound.append(address)
+        return number, bound
 
     @hookimpl
     def hilltop_transport_connect(self, hint: Any, session: TransitSession) -> Any:

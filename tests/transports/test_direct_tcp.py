@@ -123,3 +123,27 @@ async def test_dial_refused_and_cancel() -> None:
     d.cancel()  # before the reactor ran: the attempt must be aborted cleanly
     with pytest.raises((defer.CancelledError, ConnectingCancelledError)):
         await d
+
+
+def reachable(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=5).close()
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize(("chosen", "also_on_other_address"), [(None, True),
+                                                                (["127.0.0.1"], False)])
+def test_listens_only_where_it_advertises(chosen, also_on_other_address: bool) -> None:
+    """Chosen addresses (LAN ``--interface``) restrict the listener, not just the hints."""
+    from twisted.internet import reactor
+
+    t = DirectTCP()
+    hints = t.hilltop_transport_start(session(reactor, [], local_addresses=chosen))
+    try:
+        port = hints[0].port
+        assert reachable("127.0.0.1", port) is (chosen is None or "127.0.0.1" in chosen)
+        assert reachable("127.0.0.2", port) is also_on_other_address  # all of 127/8 is lo
+    finally:
+        t.hilltop_transport_stop()
