@@ -20,6 +20,7 @@ from hilltop.cli.common import GlobalOptions
 from hilltop.errors import LocalError, RemoteError, ServerUnreachableError, WrongCodeError
 from hilltop.filetransfer import TransitOptions
 from hilltop.lan import LanInterfaces, LanMailbox, Mdns, NameTaken, aio, found_addresses
+from hilltop.transports.direct_tcp import NAME as DIRECT_TCP
 
 FIND_TIMEOUT = 60.0
 """How long ``receive --lan`` looks for the sender before giving up."""
@@ -57,6 +58,8 @@ def lan_transit(options: TransitOptions, interfaces: LanInterfaces, interface: s
     extra = dict(options.extra)
     extra["lan"] = {**extra.get("lan", {}), "interface": interface}
     local = list(interfaces.addresses) if interface else options.local_addresses
+    if interface:
+        extra[DIRECT_TCP] = {**extra.get(DIRECT_TCP, {}), "listen_on": local}
     return dataclasses.replace(options, transit_helpers=helpers, local_addresses=local,
                                extra=extra)
 

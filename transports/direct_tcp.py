@@ -1,4 +1,10 @@
-"""``direct-tcp``: listen (everywhere, or on chosen addresses); dial ``direct-tcp-v1`` hints."""
+"""``direct-tcp``: listen (everywhere, or on chosen addresses); dial ``direct-tcp-v1`` hints.
+
+Per-session option ``options["direct-tcp"]["listen_on"]``: a list of local addresses to listen on
+instead of every interface (LAN mode's ``--interface`` sets it, so no other network can reach
+the listener). ``local_addresses`` stays what is *advertised*, which may differ (tests and
+library users advertise addresses on purpose).
+"""
 
 from __future__ import annotations
 
@@ -68,14 +74,16 @@ class DirectTCP:
         if session.no_listen or session.tor:
             return []  # listening would reveal our address / the user said no
         factory = InboundFactory(NAME, session.offer_inbound)
-        chosen = session.local_addresses
+        chosen = session.options.get(NAME, {}).get("listen_on")
         if chosen is None:
             number = self._listen_everywhere(session.reactor, factory)
-            addresses = discover_addresses() if number is not None else []
-        else:  # e.g. LAN mode with --interface: listen only where we advertise
-            number, addresses = self._listen_on(session.reactor, factory, chosen)
+        else:  # LAN mode with --interface: only that interface's addresses
+            number, chosen = self._listen_on(session.reactor, factory, chosen)
         if number is None:
             return []
+        addresses = session.local_addresses
+        if addresses is None:
+            addresses = discover_addresses() if chosen is None else chosen
         return [direct_tcp_v1.Hint(a, number, 0.0) for a in addresses]
 
     def _listen_everywhere(self, reactor: Any, factory: InboundFactory) -> int | None:

@@ -50,3 +50,19 @@ def test_one_interface_by_name() -> None:
 def test_unusable_interface_is_a_clear_error(name: str, message: str) -> None:
     with pytest.raises(LocalError, match=message):
         lan_interfaces(name, ADAPTERS)
+
+
+@pytest.mark.parametrize("interface", [None, "wlan0"])
+def test_lan_transit_restricts_the_listener_only_with_interface(interface: str | None) -> None:
+    from hilltop.cli.lan import lan_transit
+    from hilltop.filetransfer import TransitOptions
+
+    chosen = lan_interfaces(interface, ADAPTERS)
+    options = lan_transit(TransitOptions(transit_helpers=["tcp:relay:4001"]), chosen, interface,
+                          default_helper=True)
+    assert options.transit_helpers == []  # the public relay is not used on a LAN
+    if interface is None:
+        assert "direct-tcp" not in options.extra and options.local_addresses is None
+    else:
+        assert options.local_addresses == ["198.18.1.5"]
+        assert options.extra["direct-tcp"] == {"listen_on": ["198.18.1.5"]}

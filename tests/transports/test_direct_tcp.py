@@ -140,7 +140,8 @@ def test_listens_only_where_it_advertises(chosen, also_on_other_address: bool) -
     from twisted.internet import reactor
 
     t = DirectTCP()
-    hints = t.hilltop_transport_start(session(reactor, [], local_addresses=chosen))
+    options = {} if chosen is None else {"direct-tcp": {"listen_on": chosen}}
+    hints = t.hilltop_transport_start(session(reactor, [], options=options))
     try:
         port = hints[0].port
         assert reachable("127.0.0.1", port) is (chosen is None or "127.0.0.1" in chosen)
