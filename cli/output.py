@@ -22,3 +22,17 @@ def ask_yes_no(question: str) -> bool:
     if not answer:
         return False  # closed stdin
     return answer.strip().lower() in ("y", "yes")
+
+
+def qr_code(data: str, stream: TextIO | None = None) -> None:
+    """Draw ``data`` as a QR code in text, as the official client does before its instructions.
+
+    A terminal gets the compact half-block form; a pipe or log gets plain ASCII.
+    """
+    import qrcode  # only senders that show one pay for the import
+
+    out = stream or sys.stderr
+    code = qrcode.QRCode(border=1)
+    code.add_data(data)
+    code.print_ascii(out=out, tty=out.isatty(), invert=False)
+    out.flush()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -37,6 +39,8 @@ VERIFY_REJECTED = "sender rejected verification check, abandoned transfer"
 @click.option("-v", "--verify", is_flag=True,
               help="show the verification string and wait for approval")
 @click.option("--hide-progress", is_flag=True, help="do not show a progress bar")
+@click.option("--qr/--no-qr", default=True, envvar="WORMHOLE_QR", show_envvar=True,
+              help="also show the code as a QR code (wormhole-transfer:CODE, for phone apps)")
 @click.option("--ignore-unsendable-files", is_flag=True,
               help="leave out files that cannot be read instead of failing")
 @transit_flags
@@ -44,8 +48,9 @@ VERIFY_REJECTED = "sender rejected verification check, abandoned transfer"
 @lan_flags
 @click.pass_obj
 def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | None,
-         code_length: int, verify: bool, hide_progress: bool, ignore_unsendable_files: bool,
-         listen: bool, transports: str | None, lan: bool, interface: str | None) -> None:
+         code_length: int, verify: bool, hide_progress: bool, qr: bool,
+         ignore_unsendable_files: bool, listen: bool, transports: str | None, lan: bool,
+         interface: str | None) -> None:
     """Send a text message, file, or directory."""
     if text is None and what is None:
         raise click.UsageError("give a file or directory to send, or --text MESSAGE")
@@ -59,17 +64,19 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
     if tor is not None and (lan or interface):
         raise click.UsageError("--tor and --lan exclude each other")
 
-    async def payload(reactor: Any, w: api.Wormhole, code: str | None,
-                      options: filetransfer.TransitOptions, receive_command: str) -> int:
+    announcement = Announcement(code, code_length, verify, qr=qr)
+
+    async def payload(reactor: Any, w: api.Wormhole, options: filetransfer.TransitOptions,
+                      announcement: Announcement) -> int:
         source = None
         if what is not None:
             source = open_source(what, skip_unsendable=ignore_unsendable_files)
         if source is not None:
             with source:
-                return await _send_file(reactor, w, source, options, code, code_length,
-                                        verify, hide_progress, receive_command)
+                return await _send_file(reactor, w, source, options, announcement,
+                                        hide_progress)
         assert text is not None
-        return await _send_text(w, text, code, code_length, verify, receive_command)
+        return await _send_text(w, text, announcement)
 
     async def main(reactor: Any) -> int:
         check_transport_names(options)
@@ -79,7 +86,8 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
                                               opts.transit_helper == api.TRANSIT_HELPER)
             return await cli_lan.send_lan(
                 reactor, opts, interfaces,
-                lambda w, c: payload(reactor, w, c, lan_options, "wormhole receive --lan"),
+                lambda w, c: payload(reactor, w, lan_options, dataclasses.replace(
+                    announcement, code=c, receive_command="wormhole receive --lan", qr=False)),
                 code, code_length)
         manager, chosen = None, options
         extra_args: dict[str, Any] = {}
@@ -89,7 +97,7 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
         w = api.Wormhole(opts.appid, opts.relay_url, reactor=reactor, **extra_args)
         try:
             with cli_lan.suggest_lan("send", enabled=tor is None):
-                return await payload(reactor, w, code, chosen, "wormhole receive")
+                return await payload(reactor, w, chosen, announcement)
         finally:
             await close_quietly(w)
             if manager is not None:
@@ -98,18 +106,30 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
     run(main)
 
 
-async def announce_code(w: api.Wormhole, code: str | None, code_length: int,
-                        verify: bool, receive_command: str = "wormhole receive") -> str:
+@dataclass(frozen=True)
+class Announcement:
+    """The flags of ``send`` that say how the code is chosen and shown."""
+
+    code: str | None  # --code; None allocates one
+    code_length: int
+    verify: bool
+    receive_command: str = "wormhole receive"
+    qr: bool = False  # the official client shows one by default; LAN mode never does
+
+
+async def announce_code(w: api.Wormhole, how: Announcement) -> str:
     """Set or allocate the code and tell the user what the other side must type."""
-    if code is not None:
-        w.set_code(code)
+    if how.code is not None:
+        w.set_code(how.code)
         code = await w.get_code()
     else:
-        code = await w.allocate_code(code_length)
+        code = await w.allocate_code(how.code_length)
     output.status(f"Wormhole code is: {code}")
+    if how.qr:
+        output.qr_code(f"wormhole-transfer:{code}")
     output.status("On the other computer, please run:")
     output.status()
-    output.status(f"{receive_command}{' --verify' if verify else ''} {code}")
+    output.status(f"{how.receive_command}{' --verify' if how.verify else ''} {code}")
     output.status()
     return code
 
@@ -125,11 +145,10 @@ async def confirm_key(w: api.Wormhole, verify: bool) -> dict:
     return await w.get_peer_versions()
 
 
-async def _send_text(w: api.Wormhole, text: str, code: str | None, code_length: int,
-                     verify: bool, receive_command: str = "wormhole receive") -> int:
+async def _send_text(w: api.Wormhole, text: str, how: Announcement) -> int:
     output.status(f"Sending text message ({len(text.encode('utf-8'))} bytes)")
-    await announce_code(w, code, code_length, verify, receive_command)
-    await confirm_key(w, verify)
+    await announce_code(w, how)
+    await confirm_key(w, how.verify)
     w.send_message(transfer.TextOffer(text).to_wire())
     reply = transfer.parse_app_message(await w.get_message())
     if isinstance(reply, transfer.ErrorMsg):
@@ -149,14 +168,13 @@ def describe_offer(offer: transfer.FileOffer | transfer.DirectoryOffer) -> str:
 
 
 async def _send_file(reactor: Any, w: api.Wormhole, source: Source,
-                     options: filetransfer.TransitOptions, code: str | None, code_length: int,
-                     verify: bool, hide_progress: bool,
-                     receive_command: str = "wormhole receive") -> int:
+                     options: filetransfer.TransitOptions, how: Announcement,
+                     hide_progress: bool) -> int:
     for skipped in source.skipped:
         output.status(f"left out (unreadable): {skipped}")
     output.status(f"Sending {describe_offer(source.offer)}")
-    await announce_code(w, code, code_length, verify, receive_command)
-    await confirm_key(w, verify)
+    await announce_code(w, how)
+    await confirm_key(w, how.verify)
     with progress_bar(source.size, hide_progress) as update:
         await filetransfer.send_source(
             reactor, w, source, options,

@@ -137,6 +137,36 @@ def test_code_length(hilltop: Callable[..., Peer], official: Callable[..., Peer]
     assert_delivered(s.finish(), r.finish())
 
 
+def qr_block(stderr: str) -> str:
+    """The lines between the code line and the instructions: where both clients draw the QR."""
+    between = stderr.split("Wormhole code is: ", 1)[1].split("On the other computer", 1)[0]
+    return between.split("\n", 1)[1]
+
+
+@interop
+def test_qr_code_matches_the_official_sender(hilltop: Callable[..., Peer],
+                                             official: Callable[..., Peer],
+                                             fresh_code: str) -> None:
+    """Same code, same picture as official 0.24 (phone apps scan ``wormhole-transfer:CODE``).
+
+    The harness sets ``WORMHOLE_QR=0`` for every peer, so ``--qr`` turns it on and a plain
+    send shows that the environment variable turns it off."""
+    pictures = {}
+    for name, sender in (("official", official), ("hilltop", hilltop)):
+        s = sender("send", "--qr", "--code", fresh_code, "--text", TEXT)
+        s.wait_for_line("On the other computer")
+        r = hilltop("receive", fresh_code)  # one after the other: the nameplate is reused
+        assert_delivered(s.finish(), r.finish())
+        pictures[name] = qr_block(s.output("stderr"))
+    assert pictures["hilltop"] == pictures["official"]
+    assert pictures["hilltop"].count("\n") > 10 and "\u2588" in pictures["hilltop"]
+    s = hilltop("send", "--code", fresh_code, "--text", TEXT)
+    s.wait_for_line("On the other computer")
+    r = hilltop("receive", fresh_code)
+    assert_delivered(s.finish(), r.finish())
+    assert qr_block(s.output("stderr")) == ""
+
+
 @interop
 def test_appid(hilltop: Callable[..., Peer], official: Callable[..., Peer]) -> None:
     appid = "example.com/hilltop-integration"
