@@ -25,6 +25,16 @@ BIG_RECORDS = "big-records"
 FEATURES: tuple[str, ...] = (BIG_RECORDS,)
 """Features this build advertises by default."""
 
+WEBRTC = "webrtc"
+"""Transport extension: WebRTC data channels, signalled through the mailbox (both must list it)."""
+
+
+def extension_transports() -> list[str]:
+    """Extension transports this installation can run, for the default advertisement."""
+    import importlib.util
+
+    return [WEBRTC] if importlib.util.find_spec("aiortc") is not None else []
+
 
 def advertisement(version: str, transports: Iterable[str], features: Iterable[str]) -> dict:
     """The ``app_versions`` dict our ``version`` message carries."""
