@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from hilltop import api, filetransfer, transfer
+from hilltop import __version__, api, capabilities, filetransfer, transfer
 from hilltop.cli import codeinput, output
 from hilltop.cli import lan as cli_lan
 from hilltop.cli.common import GlobalOptions, run
@@ -64,6 +64,7 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, verify
         if tor is not None:
             manager, choices.options = await start_tor(reactor, tor, options)
             extra_args["endpoint_factory"] = manager.endpoint_factory
+            extra_args["app_versions"] = capabilities.default_advertisement(__version__, tor=True)
         w = api.Wormhole(opts.appid, relay_url, reactor=reactor, **extra_args)
         try:
             with cli_lan.suggest_lan("receive", enabled=found is None and tor is None):

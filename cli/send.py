@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from hilltop import api, filetransfer, transfer
+from hilltop import __version__, api, capabilities, filetransfer, transfer
 from hilltop.cli import lan as cli_lan
 from hilltop.cli import output
 from hilltop.cli.common import GlobalOptions, run
@@ -80,6 +80,7 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
         if tor is not None:
             manager, chosen = await start_tor(reactor, tor, options)
             extra_args["endpoint_factory"] = manager.endpoint_factory
+            extra_args["app_versions"] = capabilities.default_advertisement(__version__, tor=True)
         w = api.Wormhole(opts.appid, opts.relay_url, reactor=reactor, **extra_args)
         try:
             with cli_lan.suggest_lan("send", enabled=tor is None):

@@ -53,8 +53,7 @@ class Wormhole:
 
             reactor = default_reactor
         if app_versions is None:
-            app_versions = capabilities.advertisement(
-                __version__, capabilities.extension_transports(), capabilities.FEATURES)
+            app_versions = capabilities.default_advertisement(__version__)
         self.appid = appid
         self.app_versions = app_versions
         """What our ``version`` message carries (extensions are used only if listed here)."""

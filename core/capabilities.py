@@ -29,11 +29,17 @@ WEBRTC = "webrtc"
 """Transport extension: WebRTC data channels, signalled through the mailbox (both must list it)."""
 
 
-def extension_transports() -> list[str]:
-    """Extension transports this installation can run, for the default advertisement."""
+def extension_transports(tor: bool = False) -> list[str]:
+    """Extension transports this installation can run, for the default advertisement.
+    Under ``--tor`` none: WebRTC's ICE would reveal our addresses, so we do not offer it."""
     import importlib.util
 
-    return [WEBRTC] if importlib.util.find_spec("aiortc") is not None else []
+    return [WEBRTC] if not tor and importlib.util.find_spec("aiortc") is not None else []
+
+
+def default_advertisement(version: str, tor: bool = False) -> dict:
+    """What this installation advertises unless the caller says otherwise."""
+    return advertisement(version, extension_transports(tor), FEATURES)
 
 
 def advertisement(version: str, transports: Iterable[str], features: Iterable[str]) -> dict:

@@ -65,6 +65,7 @@ class WebRTC:
             why_not="" if usable else "aiortc is not installed",
             description="WebRTC data channel (ICE hole punching, STUN/TURN via --stun/--turn); "
                         "only with hilltop peers; disabled under --tor",
+            tor_note="off under --tor",
         )
 
     @hookimpl

@@ -1,0 +1,125 @@
+"""The webrtc transport through the conformance kit, like direct-tcp and relay.
+
+Two runners in one process, signalling through an in-memory pair of queues instead of the
+mailbox, and an explicit empty ICE server list: only host candidates, nothing is contacted.
+aioice never offers 127.0.0.1 as a host candidate, so ``lo`` gets a second address
+(127.0.0.2); that is done only in the loopback-only namespace of ``integration/netns-run``
+(where ``bash .ci/run`` runs every test), never on the machine's own interfaces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import pytest_twisted
+from twisted.internet import defer
+
+from hilltop.hookspecs import TransitSession
+from hilltop.testing import ConformanceSuite, TransportSubject
+from hilltop.webrtcwire import Signal
+
+pytest.importorskip("aiortc")
+
+from hilltop.transports.webrtc import WebRTC  # noqa: E402 - only with aiortc
+
+
+class QueueSignalling:
+    """One end of an in-memory signalling pair (the mailbox channel's interface)."""
+
+    def __init__(self) -> None:
+        self.inbox: asyncio.Queue[Signal] = asyncio.Queue()
+        self.peer: QueueSignalling | None = None
+        self.sent: list[str] = []
+
+    async def both_speak_webrtc(self) -> bool:
+        return True
+
+    def send(self, kind: str, sdp: str = "") -> None:
+        assert self.peer is not None
+        self.sent.append(kind)
+        self.peer.inbox.put_nowait(Signal(kind, sdp))
+
+    async def receive(self) -> Signal:
+        return await self.inbox.get()
+
+
+def signalling_pair() -> tuple[QueueSignalling, QueueSignalling]:
+    a, b = QueueSignalling(), QueueSignalling()
+    a.peer, b.peer = b, a
+    return a, b
+
+
+@pytest.fixture(scope="module")
+def second_loopback_address() -> Iterator[None]:
+    if sorted(os.listdir("/sys/class/net")) != ["lo"] or os.geteuid() != 0:
+        pytest.skip("needs the loopback-only test namespace as root (integration/netns-run), "
+                    "where lo may get 127.0.0.2 for ICE host candidates")
+    added = subprocess.run(["ip", "addr", "add", "127.0.0.2/8", "dev", "lo"],
+                           capture_output=True).returncode == 0
+    yield
+    if added:
+        subprocess.run(["ip", "addr", "del", "127.0.0.2/8", "dev", "lo"], capture_output=True)
+
+
+def side(signalling: QueueSignalling) -> dict[str, Any]:
+    return {"no_listen": True,
+            "options": {"webrtc": {"signalling": signalling, "ice_servers": []}}}
+
+
+class TestWebRTC(ConformanceSuite):
+    @pytest.fixture
+    def transport_subject(self, second_loopback_address: None) -> TransportSubject:
+        s, r = signalling_pair()
+        return TransportSubject(WebRTC, sender=side(s), receiver=side(r),
+                                description="webrtc host->host 127.0.0.")
+
+
+@pytest_twisted.ensureDeferred
+async def test_no_signal_without_a_webrtc_peer() -> None:
+    """A peer that did not advertise webrtc (official 0.24, wormhole-william) gets nothing:
+    no hint, no offer, no peer connection."""
+    from twisted.internet import reactor
+
+    class Official(QueueSignalling):
+        async def both_speak_webrtc(self) -> bool:
+            return False
+
+    s = Official()
+    s.peer = Official()
+    session = TransitSession(reactor, "sender", options={"webrtc": {"signalling": s}})
+    plugin = WebRTC()
+    assert await defer.maybeDeferred(plugin.hilltop_transport_start, session) == []
+    assert s.sent == [] and s.peer.inbox.empty()
+    assert plugin.hilltop_transport_stop(session) is None
+
+
+def test_off_under_tor_without_touching_aiortc() -> None:
+    """Under --tor the transport declines before anything of aiortc is imported: no UDP
+    socket, no candidate gathering, no signal (checked in a fresh interpreter)."""
+    script = """
+import sys
+from hilltop.hookspecs import TransitSession
+from hilltop.plugins import load_configured
+from hilltop.webrtcwire import MailboxSignalling
+
+class W:
+    app_versions = {}
+    def send_message(self, data): raise AssertionError("sent a signal under --tor")
+
+[t] = [t for t in load_configured().loaded if t.name == "webrtc"]
+session = TransitSession(None, "sender", tor=True,
+                         options={"webrtc": {"signalling": MailboxSignalling(W())}})
+assert t.plugin.hilltop_transport_start(session=session) == []
+print(t.info.tor_note)
+assert not [m for m in sys.modules if m.split(".")[0] in ("aiortc", "aioice", "av")], "imported"
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "off under --tor"
