@@ -30,24 +30,31 @@ MAX_SDP = 64 * 1024
 
 @dataclass(frozen=True)
 class Signal:
-    """One signalling message: ``offer``/``answer`` carry an SDP; ``bye`` says we gave up."""
+    """One signalling message: ``offer``/``answer`` carry an SDP; ``bye`` says we gave up.
+
+    ``wide`` (offer/answer only): "I read SCTP packets of up to 16 KiB", so on a local path
+    the peer may send them (see :mod:`hilltop.transports.aiortc_tuning`). Absent means no.
+    """
 
     kind: str
     sdp: str = ""
+    wide: bool = False
 
     def to_wire(self) -> bytes:
         body: dict[str, Any] = {"kind": self.kind}
         if self.kind != "bye":
             body["sdp"] = self.sdp
+            if self.wide:
+                body["wide"] = True
         return json.dumps({KEY: body}, separators=(",", ":")).encode("utf-8")
 
 
-def encode(kind: str, sdp: str = "") -> bytes:
+def encode(kind: str, sdp: str = "", wide: bool = False) -> bytes:
     if kind not in KINDS:
         raise ValueError(f"unknown signal kind {kind!r}")
     if kind != "bye" and not sdp:
         raise ValueError(f"a {kind} needs an SDP")
-    return Signal(kind, sdp).to_wire()
+    return Signal(kind, sdp, wide and kind != "bye").to_wire()
 
 
 def decode(data: bytes) -> Signal:
@@ -67,7 +74,7 @@ def decode(data: bytes) -> Signal:
     sdp = body.get("sdp")
     if not isinstance(sdp, str) or not sdp or len(sdp) > MAX_SDP:
         raise ProtocolError(f"webrtc {kind} without a usable SDP")
-    return Signal(kind, sdp)
+    return Signal(kind, sdp, body.get("wide") is True)
 
 
 # --- ICE servers ------------------------------------------------------------------------------
@@ -158,10 +165,10 @@ class MailboxSignalling:
                              and capabilities.WEBRTC in theirs.transports)
         return self._peer_ok
 
-    def send(self, kind: str, sdp: str = "") -> None:
+    def send(self, kind: str, sdp: str = "", wide: bool = False) -> None:
         if not self._peer_ok:
             raise HilltopError("webrtc signalling to a peer that did not advertise webrtc")
-        self._w.send_message(encode(kind, sdp))
+        self._w.send_message(encode(kind, sdp, wide))
 
     async def receive(self) -> Signal:
         return decode(await self._w.side_messages(CHANNEL).get())

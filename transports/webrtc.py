@@ -174,6 +174,9 @@ class _Run:
     async def _negotiate(self) -> DataChannelStream:
         from aiortc import RTCPeerConnection, RTCSessionDescription
 
+        from hilltop.transports import aiortc_tuning
+
+        wide = aiortc_tuning.install()  # from now on we read wide packets: we may say so
         self.pc = pc = RTCPeerConnection(_rtc_config(self.servers, self.relay_only))
         loop = asyncio.get_running_loop()
         try:
@@ -183,10 +186,11 @@ class _Run:
                 opened: asyncio.Future[None] = loop.create_future()
                 channel.on("open", lambda: opened.done() or opened.set_result(None))
                 await pc.setLocalDescription(await pc.createOffer())
-                self.signalling.send("offer", pc.localDescription.sdp)
+                self.signalling.send("offer", pc.localDescription.sdp, wide=wide)
                 answer = await self.signalling.receive()
                 if answer.kind != "answer":
                     raise TransitError(f"webrtc: the peer sent {answer.kind}, not an answer")
+                peer_wide = answer.wide
                 await pc.setRemoteDescription(RTCSessionDescription(answer.sdp, "answer"))
                 await opened
             else:
@@ -201,11 +205,15 @@ class _Run:
                 offer = await self.signalling.receive()
                 if offer.kind != "offer":
                     raise TransitError(f"webrtc: the peer sent {offer.kind}, not an offer")
+                peer_wide = offer.wide
                 await pc.setRemoteDescription(RTCSessionDescription(offer.sdp, "offer"))
                 await pc.setLocalDescription(await pc.createAnswer())
-                self.signalling.send("answer", pc.localDescription.sdp)
+                self.signalling.send("answer", pc.localDescription.sdp, wide=wide)
                 stream = await arrived
-            stream.description = f"{NAME} {_selected_pair(pc)}"
+            pair = _nominated(pc)
+            stream.description = f"{NAME} {_describe(pair)}"
+            if wide and peer_wide and _is_local(pair):
+                stream.widen()
             return stream
         except BaseException:
             self._close_pc()
@@ -225,15 +233,38 @@ class _Run:
         return None
 
 
-def _selected_pair(pc: Any) -> str:
-    """``local->remote type host:port`` of the nominated ICE pair (aioice internals)."""
+def _nominated(pc: Any) -> Any:
+    """The nominated ICE candidate pair (aioice internals), or None if it cannot be found."""
     try:
-        connection = pc.sctp.transport.transport._connection
-        pair = connection._nominated[1]
-        local, remote = pair.local_candidate, pair.remote_candidate
-        return f"{local.type}->{remote.type} {remote.host}:{remote.port}"
-    except Exception:  # noqa: BLE001 - only a label
+        return pc.sctp.transport.transport._connection._nominated[1]
+    except Exception:  # noqa: BLE001 - only used for a label and a tuning decision
+        return None
+
+
+def _describe(pair: Any) -> str:
+    """``local->remote type host:port`` of the pair, for the status line."""
+    if pair is None:
         return "data channel"
+    local, remote = pair.local_candidate, pair.remote_candidate
+    return f"{local.type}->{remote.type} {remote.host}:{remote.port}"
+
+
+def _is_local(pair: Any) -> bool:
+    """A path where wide SCTP packets are safe: host to host, and the peer's address is on
+    this machine or a private LAN (no NAT, no TURN, no Internet path that may drop IP
+    fragments). See :mod:`hilltop.transports.aiortc_tuning`."""
+    import ipaddress
+
+    if pair is None:
+        return False
+    local, remote = pair.local_candidate, pair.remote_candidate
+    if local.type != "host" or remote.type != "host":
+        return False
+    try:
+        address = ipaddress.ip_address(remote.host)
+    except ValueError:  # an mDNS name or something odd: not known to be local
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
 
 
 class DataChannelStream:
@@ -266,6 +297,7 @@ class DataChannelStream:
         self._producer_paused = False
         self._low_waiters: list[asyncio.Future[None]] = []
         self._shut = False
+        self._wide = False
         channel.bufferedAmountLowThreshold = self.LOW
         channel.on("message", self._message)
         channel.on("close", lambda: self._gone("connection closed"))
@@ -275,6 +307,14 @@ class DataChannelStream:
         def _state() -> None:
             if pc.connectionState in ("failed", "closed"):
                 self._gone(f"webrtc connection {pc.connectionState}")
+
+    def widen(self) -> None:
+        """Send wide SCTP packets from now on (both peers agreed, the path is local); undone
+        when the stream shuts down."""
+        from hilltop.transports import aiortc_tuning
+
+        if not self._wide and not self._closing:
+            self._wide = aiortc_tuning.widen()
 
     # events from aiortc
     def _message(self, message: Any) -> None:
@@ -385,6 +425,11 @@ class DataChannelStream:
         except Exception as err:  # noqa: BLE001
             log.debug("webrtc close: %s", err)
         finally:
+            if self._wide:
+                from hilltop.transports import aiortc_tuning
+
+                self._wide = False
+                aiortc_tuning.narrow()
             self._shut = True
             if self._lost_reason is None:
                 self._lost_reason = "connection closed"

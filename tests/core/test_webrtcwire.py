@@ -16,6 +16,16 @@ def test_offer_round_trip() -> None:
     assert webrtcwire.decode(data) == webrtcwire.Signal("offer", "v=0\r\n")
 
 
+def test_wide_is_said_only_when_true() -> None:
+    wide = webrtcwire.encode("answer", "v=0\r\n", wide=True)
+    assert json.loads(wide)["hilltop-webrtc"]["wide"] is True
+    assert webrtcwire.decode(wide).wide
+    assert "wide" not in json.loads(webrtcwire.encode("answer", "v=0\r\n"))["hilltop-webrtc"]
+    # only a JSON true counts; anything else is "no"
+    odd = b'{"hilltop-webrtc": {"kind": "offer", "sdp": "x", "wide": "yes"}}'
+    assert not webrtcwire.decode(odd).wide
+
+
 def test_bye_has_no_sdp() -> None:
     assert webrtcwire.decode(webrtcwire.encode("bye")) == webrtcwire.Signal("bye")
 

@@ -21,7 +21,7 @@ import pytest_twisted
 from twisted.internet import defer
 
 from hilltop.hookspecs import TransitSession
-from hilltop.testing import ConformanceSuite, TransportSubject
+from hilltop.testing import ConformanceSuite, TransportSubject, close_and_stop, exchange, pair
 from hilltop.webrtcwire import Signal
 
 pytest.importorskip("aiortc")
@@ -40,10 +40,10 @@ class QueueSignalling:
     async def both_speak_webrtc(self) -> bool:
         return True
 
-    def send(self, kind: str, sdp: str = "") -> None:
+    def send(self, kind: str, sdp: str = "", wide: bool = False) -> None:
         assert self.peer is not None
         self.sent.append(kind)
-        self.peer.inbox.put_nowait(Signal(kind, sdp))
+        self.peer.inbox.put_nowait(Signal(kind, sdp, wide))
 
     async def receive(self) -> Signal:
         return await self.inbox.get()
@@ -78,6 +78,29 @@ class TestWebRTC(ConformanceSuite):
         s, r = signalling_pair()
         return TransportSubject(WebRTC, sender=side(s), receiver=side(r),
                                 description="webrtc host->host 127.0.0.")
+
+
+@pytest_twisted.ensureDeferred
+async def test_wide_packets_on_loopback_only_while_connected(
+        second_loopback_address: None) -> None:
+    """Both sides said "wide" and the pair is host to host on loopback: records go in wide
+    SCTP packets while the connection lasts, and aiortc's size is back once it is closed."""
+    from twisted.internet import reactor
+
+    from hilltop.transports import aiortc_tuning
+
+    narrow = aiortc_tuning.userdata_size()
+    s_sig, r_sig = signalling_pair()
+    subject = TransportSubject(WebRTC, sender=side(s_sig), receiver=side(r_sig))
+    s, r = subject.runner(reactor, "sender"), subject.runner(reactor, "receiver")
+    cs, cr = await pair(s, r)
+    if not aiortc_tuning.supported():
+        pytest.skip("aiortc version not tuned; the transport runs at aiortc's packet size")
+    assert aiortc_tuning.userdata_size() > 10 * narrow
+    await exchange(cs, cr)
+    await close_and_stop(cs, cr, s, r)
+    await cr.close()
+    assert aiortc_tuning.userdata_size() == narrow
 
 
 @pytest_twisted.ensureDeferred
