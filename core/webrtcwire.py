@@ -136,16 +136,30 @@ def settings(stun: list[str], turn: list[str], username: str | None, credential:
     """``session.options["webrtc"]`` minus the signalling: flags win over the config file."""
     config = config or {}
 
-    def urls(value: Any) -> list[str]:
-        value = [value] if isinstance(value, str) else value or []
-        return [v for v in value if isinstance(v, str)]
+    def urls(key: str) -> list[str]:
+        value = config.get(key, [])
+        value = [value] if isinstance(value, str) else value
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise HilltopError(f"config file: [webrtc] {key} must be a URL or a list of URLs")
+        return value
 
-    stun = stun or urls(config.get("stun"))
-    turn = turn or urls(config.get("turn"))
-    username = username or config.get("turn-user")
-    credential = credential if credential is not None else config.get("turn-password")
+    def text(key: str) -> str | None:
+        value = config.get(key)
+        if value is not None and not isinstance(value, str):
+            raise HilltopError(f"config file: [webrtc] {key} must be a string")
+        return value
+
+    if not isinstance(config.get("relay-only", False), bool):
+        raise HilltopError("config file: [webrtc] relay-only must be true or false")
+    stun = stun or urls("stun")
+    turn = turn or urls("turn")
+    username = username or text("turn-user")
+    credential = credential if credential is not None else text("turn-password")
+    relay_only = relay_only or config.get("relay-only", False)
+    if relay_only and not turn:
+        raise HilltopError("webrtc relay-only needs a TURN server (--turn or [webrtc] turn)")
     return {"ice_servers": ice_servers(stun, turn, username, credential),
-            "relay_only": bool(relay_only or config.get("relay-only"))}
+            "relay_only": relay_only}
 
 
 # --- the mailbox channel ----------------------------------------------------------------------

@@ -75,3 +75,12 @@ def test_settings_flags_win_over_config() -> None:
     assert got["relay_only"] is True
     got = webrtcwire.settings(["stun:c:3"], [], None, None, config=config)
     assert [s["urls"] for s in got["ice_servers"]] == ["stun:c:3", "turn:b:2"]
+
+
+@pytest.mark.parametrize("table", [
+    {"stun": 5}, {"turn": ["turn:a:1", 3]}, {"turn-user": 1}, {"turn-password": ["x"]},
+    {"relay-only": "yes"}, {"stun": {"url": "stun:a"}}, {"relay-only": True},
+])
+def test_bad_config_values_are_clear_errors(table: dict) -> None:
+    with pytest.raises(HilltopError, match=r"\[webrtc\]|relay-only"):
+        webrtcwire.settings([], [], None, None, config=table)
