@@ -35,6 +35,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", default="100M", help="file size (100M)")
     ap.add_argument("--runs", type=int, default=3, help="transfers (3)")
+    ap.add_argument("--transports", default="webrtc",
+                    help="--transports for both sides (webrtc); empty: hilltop's default, "
+                         "to see what having webrtc in the race costs a direct transfer")
     ap.add_argument("--data", default=os.environ.get("BENCH_DATA", "/tmp/hilltop-bench"),
                     help="where test data is cached")
     args = ap.parse_args()
@@ -54,6 +57,7 @@ def main() -> int:
     print(f"webrtc bench: {size} bytes, {args.runs} runs, {os.cpu_count()} CPUs, "
           f"python {sys.version.split()[0]}", flush=True)
     rates: list[float] = []
+    flags = ("--transports", args.transports) if args.transports else ()
     with tempfile.TemporaryDirectory(prefix="hilltop-bench-", dir=data) as tmp:
         bench = run.Bench(Path(tmp), verbose=False)
         bench.start_servers()
@@ -61,7 +65,7 @@ def main() -> int:
             for i in range(args.runs):
                 before = load()
                 res = bench.transfer("hilltop", "hilltop", [str(big)], False,
-                                     flags=("--transports", "webrtc"))
+                                     flags=flags)
                 path = re.search(r"Receiving \(->([^)]*)\)", res.receiver.stderr)
                 rate = size / res.wall / 1e6
                 rates.append(rate)
@@ -73,7 +77,8 @@ def main() -> int:
         finally:
             bench.stop_servers()
     rates.sort()
-    print(f"== webrtc, {size} bytes: median {rates[len(rates) // 2]:.1f} MB/s "
+    label = args.transports or "default transports"
+    print(f"== {label}, {size} bytes: median {rates[len(rates) // 2]:.1f} MB/s "
           f"(process start to both exits)")
     return 0
 

@@ -8,14 +8,14 @@ from typing import Any
 
 import click
 
-from hilltop import __version__, api, capabilities, filetransfer, transfer
+from hilltop import api, filetransfer, transfer
 from hilltop.cli import codeinput, output
 from hilltop.cli import lan as cli_lan
 from hilltop.cli.common import GlobalOptions, run
 from hilltop.cli.progress import progress_bar
 from hilltop.cli.send import close_quietly, describe_offer
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
-from hilltop.cli.transitopts import lan_flags, transit_flags, transit_options
+from hilltop.cli.transitopts import app_versions, lan_flags, transit_flags, transit_options
 from hilltop.errors import HilltopError, LocalError, RejectedError
 from hilltop.filesink import DirectorySink, FileSink
 from hilltop.lan import lan_interfaces
@@ -64,8 +64,8 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, verify
         if tor is not None:
             manager, choices.options = await start_tor(reactor, tor, options)
             extra_args["endpoint_factory"] = manager.endpoint_factory
-            extra_args["app_versions"] = capabilities.default_advertisement(__version__, tor=True)
-        w = api.Wormhole(opts.appid, relay_url, reactor=reactor, **extra_args)
+        w = api.Wormhole(opts.appid, relay_url, reactor=reactor,
+                         app_versions=app_versions(choices.options), **extra_args)
         try:
             with cli_lan.suggest_lan("receive", enabled=found is None and tor is None):
                 return await _converse(reactor, w, typed, found)

@@ -8,13 +8,13 @@ from typing import Any
 
 import click
 
-from hilltop import __version__, api, capabilities, filetransfer, transfer
+from hilltop import api, filetransfer, transfer
 from hilltop.cli import lan as cli_lan
 from hilltop.cli import output
 from hilltop.cli.common import GlobalOptions, run
 from hilltop.cli.progress import progress_bar
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
-from hilltop.cli.transitopts import lan_flags, transit_flags, transit_options
+from hilltop.cli.transitopts import app_versions, lan_flags, transit_flags, transit_options
 from hilltop.errors import LocalError, TransferError
 from hilltop.filesource import Source, open_source
 from hilltop.lan import lan_interfaces
@@ -80,8 +80,8 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
         if tor is not None:
             manager, chosen = await start_tor(reactor, tor, options)
             extra_args["endpoint_factory"] = manager.endpoint_factory
-            extra_args["app_versions"] = capabilities.default_advertisement(__version__, tor=True)
-        w = api.Wormhole(opts.appid, opts.relay_url, reactor=reactor, **extra_args)
+        w = api.Wormhole(opts.appid, opts.relay_url, reactor=reactor,
+                         app_versions=app_versions(chosen), **extra_args)
         try:
             with cli_lan.suggest_lan("send", enabled=tor is None):
                 return await payload(reactor, w, code, chosen, "wormhole receive")

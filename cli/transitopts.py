@@ -84,6 +84,15 @@ def no_plugins_chosen() -> bool:
     return bool(ctx is not None and ctx.meta.get(_NO_PLUGINS))
 
 
+def app_versions(options: TransitOptions) -> dict[str, Any]:
+    """Our advertisement for this run: an extension transport is offered only if this run may
+    use it (``--transports``), and none under ``--tor``."""
+    from hilltop import __version__, capabilities
+
+    allowed = () if options.tor else options.transports
+    return capabilities.default_advertisement(__version__, allowed)
+
+
 def transit_options(transit_helper: str, listen: bool, transports: str | None) -> TransitOptions:
     names = [t.strip() for t in transports.split(",") if t.strip()] if transports else None
     return TransitOptions(transit_helpers=[transit_helper] if transit_helper else [],

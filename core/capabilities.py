@@ -29,17 +29,20 @@ WEBRTC = "webrtc"
 """Transport extension: WebRTC data channels, signalled through the mailbox (both must list it)."""
 
 
-def extension_transports(tor: bool = False) -> list[str]:
-    """Extension transports this installation can run, for the default advertisement.
-    Under ``--tor`` none: WebRTC's ICE would reveal our addresses, so we do not offer it."""
+def extension_transports(allowed: Iterable[str] | None = None) -> list[str]:
+    """Extension transports this installation can run and ``allowed`` (None: any) lets us
+    use, for the default advertisement. Advertising one makes a hilltop peer start it, so
+    leave out what this run will not use (``--transports``; under ``--tor`` allow none:
+    WebRTC's ICE would reveal our addresses)."""
     import importlib.util
 
-    return [WEBRTC] if not tor and importlib.util.find_spec("aiortc") is not None else []
+    ok = allowed is None or WEBRTC in allowed
+    return [WEBRTC] if ok and importlib.util.find_spec("aiortc") is not None else []
 
 
-def default_advertisement(version: str, tor: bool = False) -> dict:
+def default_advertisement(version: str, allowed: Iterable[str] | None = None) -> dict:
     """What this installation advertises unless the caller says otherwise."""
-    return advertisement(version, extension_transports(tor), FEATURES)
+    return advertisement(version, extension_transports(allowed), FEATURES)
 
 
 def advertisement(version: str, transports: Iterable[str], features: Iterable[str]) -> dict:

@@ -172,6 +172,9 @@ class _Run:
         return d
 
     async def _negotiate(self) -> DataChannelStream:
+        # aiortc (with PyAV) takes 0.3-0.6 s to import; on a thread the loop keeps serving the
+        # direct attempts meanwhile, which usually win on a LAN
+        await asyncio.to_thread(importlib.import_module, "aiortc")
         from aiortc import RTCPeerConnection, RTCSessionDescription
 
         from hilltop.transports import aiortc_tuning

@@ -84,3 +84,20 @@ def test_settings_flags_win_over_config() -> None:
 def test_bad_config_values_are_clear_errors(table: dict) -> None:
     with pytest.raises(HilltopError, match=r"\[webrtc\]|relay-only"):
         webrtcwire.settings([], [], None, None, config=table)
+
+
+@pytest.mark.parametrize(("tor", "transports", "offered"), [
+    (False, None, True), (False, ["direct-tcp", "webrtc"], True),
+    (False, ["direct-tcp"], False), (True, None, False), (True, ["webrtc"], False),
+])
+def test_webrtc_advertised_only_when_this_run_may_use_it(tor: bool, transports: list | None,
+                                                        offered: bool) -> None:
+    pytest.importorskip("aiortc")
+    from hilltop import capabilities
+    from hilltop.cli.transitopts import app_versions
+    from hilltop.filetransfer import TransitOptions
+
+    ours = capabilities.from_app_versions(
+        app_versions(TransitOptions(tor=tor, transports=transports)))
+    assert (capabilities.WEBRTC in ours.transports) is offered
+    assert capabilities.BIG_RECORDS in ours.features
