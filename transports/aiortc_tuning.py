@@ -21,10 +21,11 @@ leaves everything untouched and the transport runs at aiortc's own packet size):
   global, so the wider size holds for every association in the process; :func:`widen` is
   refcounted and :func:`narrow` restores aiortc's value when the last local session ends.
   hilltop's CLI runs one session per process.
-* ``RTCDtlsTransport._ssl``: wrapped so that reading decrypted data or outgoing records asks
-  OpenSSL for up to 64 KiB instead of aiortc's fixed 1,500 bytes. This changes nothing on
-  the wire and is needed on *both* sides before either sends a wide packet, so it is
-  installed when the transport starts, for every session.
+* ``RTCDtlsTransport._ssl``: wrapped so that reading decrypted data asks OpenSSL for up to
+  64 KiB instead of aiortc's fixed 1,500 bytes (this changes nothing on the wire and is
+  needed on *both* sides before either sends a wide packet, so it is installed when the
+  transport starts, for every session), and so that taking the next outgoing datagram from
+  OpenSSL does the same while wide packets are on (only then can a record exceed 1,500).
 
 Both peers must agree before wide packets are sent: each says ``"wide": true`` in its
 signalling message (see :mod:`hilltop.webrtcwire`), and a side widens only if the peer did.
@@ -57,7 +58,10 @@ def supported() -> bool:
 
 
 class _WideReads:
-    """A pyOpenSSL Connection whose ``recv``/``bio_read`` read up to :data:`READ` bytes."""
+    """A pyOpenSSL Connection whose ``recv`` reads up to :data:`READ` bytes of decrypted data
+    (so a wide record is never cut), and whose ``bio_read`` (the next datagram to send) does
+    so only while wide packets are on: otherwise aiortc's 1,500 bytes keep handshake flights
+    in datagrams that cross any path."""
 
     def __init__(self, ssl: Any) -> None:
         self._wrapped = ssl
@@ -69,7 +73,7 @@ class _WideReads:
         return self._wrapped.recv(max(bufsiz, READ), *args)
 
     def bio_read(self, bufsiz: int) -> Any:
-        return self._wrapped.bio_read(max(bufsiz, READ))
+        return self._wrapped.bio_read(max(bufsiz, READ) if _state["wide"] else bufsiz)
 
 
 def install() -> bool:
