@@ -31,6 +31,14 @@ def load() -> str:
         return " ".join(f.read().split()[:3])
 
 
+def udp_drops() -> int:
+    """Datagrams the kernel dropped for a full socket receive buffer in this namespace
+    (``RcvbufErrors`` in /proc/net/snmp): a lost SCTP packet costs a retransmission."""
+    with open("/proc/net/snmp") as f:
+        rows = [line.split() for line in f if line.startswith("Udp:")]
+    return int(dict(zip(rows[0], rows[1], strict=True))["RcvbufErrors"])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", default="100M", help="file size (100M)")
@@ -63,7 +71,7 @@ def main() -> int:
         bench.start_servers()
         try:
             for i in range(args.runs):
-                before = load()
+                before, drops = load(), udp_drops()
                 res = bench.transfer("hilltop", "hilltop", [str(big)], False,
                                      flags=flags)
                 path = re.search(r"Receiving \(->([^)]*)\)", res.receiver.stderr)
@@ -72,7 +80,8 @@ def main() -> int:
                 print(f"  run {i + 1}: {res.wall:6.2f} s  {rate:6.1f} MB/s  "
                       f"CPU send/recv {res.sender.cpu:5.2f}/{res.receiver.cpu:5.2f} s  "
                       f"RSS send/recv {res.sender.rss_mb:.0f}/{res.receiver.rss_mb:.0f} MB  "
-                      f"path {path.group(1) if path else '?'}  load {before} -> {load()}",
+                      f"path {path.group(1) if path else '?'}  "
+                      f"UDP drops {udp_drops() - drops}  load {before} -> {load()}",
                       flush=True)
         finally:
             bench.stop_servers()

@@ -21,6 +21,9 @@ leaves everything untouched and the transport runs at aiortc's own packet size):
   global, so the wider size holds for every association in the process; :func:`widen` is
   refcounted and :func:`narrow` restores aiortc's value when the last local session ends.
   hilltop's CLI runs one session per process.
+* ``RTCSctpTransport._cwnd``: while wide packets are on, capped at :data:`FLIGHT` (aiortc
+  grows it until a loss and ignores the peer's receive window; on a local path a loss is an
+  overflowing socket buffer).
 * ``RTCDtlsTransport._ssl``: wrapped so that reading decrypted data asks OpenSSL for up to
   64 KiB instead of aiortc's fixed 1,500 bytes (this changes nothing on the wire and is
   needed on *both* sides before either sends a wide packet, so it is installed when the
@@ -43,6 +46,10 @@ TESTED = ("1.16.",)
 PACKET = 16 * 1024 - 64
 """Largest SCTP packet on a local path: fits one DTLS record (16 KiB of plaintext)."""
 READ = 64 * 1024
+FLIGHT = 8 * PACKET
+"""Most wide-packet bytes in flight: the peer's UDP socket buffer (Linux default 208 KiB,
+counted with per-datagram overhead) holds about this many; beyond it, when the receiver is
+slow to run, the kernel drops packets and SCTP stalls in retransmission timeouts."""
 
 _state: dict[str, Any] = {"installed": False, "wide": 0, "narrow_value": None}
 
@@ -94,6 +101,20 @@ def install() -> bool:
         setattr(self, slot, None if value is None else _WideReads(value))
 
     cls._ssl = property(get, put)
+
+    # aiortc grows the congestion window until a loss (it ignores the peer's receive window);
+    # with wide packets on a local path a loss is a full socket buffer, so cap the window
+    from aiortc import rtcsctptransport
+
+    cwnd_slot = "_hilltop_cwnd"
+
+    def get_cwnd(self: Any) -> Any:
+        return getattr(self, cwnd_slot)
+
+    def put_cwnd(self: Any, value: Any) -> None:
+        setattr(self, cwnd_slot, min(value, FLIGHT) if _state["wide"] else value)
+
+    rtcsctptransport.RTCSctpTransport._cwnd = property(get_cwnd, put_cwnd)
     _state["installed"] = True
     return True
 
