@@ -273,17 +273,24 @@ def _is_local(pair: Any) -> bool:
 class DataChannelStream:
     """:class:`hilltop.streams.ByteStream` over an ordered, reliable RTCDataChannel.
 
-    Writes are cut into messages of :data:`CHUNK` bytes. A registered producer is paused while
-    more than :data:`HIGH` bytes wait in the channel's buffer and resumed on the
-    ``bufferedamountlow`` event (:data:`LOW`). aiortc cannot stop the peer from sending, so
-    :meth:`pause_reading` only holds received messages back. :meth:`close` lets the buffer
-    drain, resets the stream (SCTP delivers what was sent before the reset) and closes the peer
-    connection.
+    Writes are cut into binary messages of :data:`CHUNK` bytes. A registered producer is
+    paused while more than :data:`HIGH` bytes wait in the channel's buffer, or while more than
+    :data:`WINDOW` bytes we sent have not been taken by the peer's reader; it is resumed once
+    both are low again (the ``bufferedamountlow`` event at :data:`LOW`, and half the window).
+
+    Why the window: aiortc's SCTP ignores the receive window the peer advertises, so nothing
+    below us stops a fast sender from filling a slow reader's memory (:meth:`pause_reading`
+    can only hold messages back). So each reader reports, every :data:`CREDIT_EVERY` bytes it
+    has taken, the total so far as a *string* message (``"1048576"``); transit bytes are always
+    binary messages, so the two never mix. :meth:`close` lets the buffer drain, resets the
+    stream (SCTP delivers what was sent before the reset) and closes the peer connection.
     """
 
     CHUNK = 64 * 1024
     HIGH = 4 * 1024 * 1024
     LOW = 1024 * 1024
+    WINDOW = 8 * 1024 * 1024
+    CREDIT_EVERY = 1024 * 1024
 
     def __init__(self, pc: Any, channel: Any, description: str = NAME) -> None:
         self.pc = pc
@@ -301,6 +308,10 @@ class DataChannelStream:
         self._low_waiters: list[asyncio.Future[None]] = []
         self._shut = False
         self._wide = False
+        self._written = 0  # bytes we sent
+        self._taken_by_peer = 0  # of those, what the peer's reader reported taking
+        self._taken = 0  # bytes our reader took
+        self._reported = 0  # what we last told the peer
         channel.bufferedAmountLowThreshold = self.LOW
         channel.on("message", self._message)
         channel.on("close", lambda: self._gone("connection closed"))
@@ -322,16 +333,45 @@ class DataChannelStream:
     # events from aiortc
     def _message(self, message: Any) -> None:
         if isinstance(message, str):
-            message = message.encode("utf-8")
-        if self._on_data is None or self._paused:
+            self._credit(message)
+        elif self._on_data is None or self._paused:
             self._held.append(message)
         else:
-            self._on_data(message)
+            self._hand_over(message)
 
-    def _low(self) -> None:
-        if self._producer is not None and self._producer_paused:
+    def _credit(self, text: str) -> None:
+        """The peer's reader has taken ``text`` bytes in all."""
+        if not text.isdigit() or not self._taken_by_peer <= int(text) <= self._written:
+            log.debug("webrtc: ignoring a malformed credit %r", text[:40])
+            return
+        self._taken_by_peer = int(text)
+        self._resume_producer()
+
+    def _hand_over(self, message: bytes) -> None:
+        """Give one message to our reader and, every CREDIT_EVERY bytes, tell the peer."""
+        self._taken += len(message)
+        if self._taken - self._reported >= self.CREDIT_EVERY and self._lost_reason is None:
+            self._reported = self._taken
+            try:
+                self.channel.send(str(self._taken))
+            except Exception as err:  # noqa: BLE001 - InvalidStateError once closing
+                log.debug("webrtc credit not sent: %s", err)
+        self._on_data(message)
+
+    def _congested(self) -> bool:
+        return (self.channel.bufferedAmount > self.HIGH
+                or self._written - self._taken_by_peer > self.WINDOW)
+
+    def _resume_producer(self, force: bool = False) -> None:
+        if self._producer is None or not self._producer_paused:
+            return
+        if force or (self.channel.bufferedAmount <= self.LOW
+                     and self._written - self._taken_by_peer <= self.WINDOW // 2):
             self._producer_paused = False
             self._producer.resumeProducing()
+
+    def _low(self, force: bool = False) -> None:
+        self._resume_producer(force)
         waiters, self._low_waiters = self._low_waiters, []
         for w in waiters:
             if not w.done():
@@ -344,7 +384,7 @@ class DataChannelStream:
         if not self._held and self._on_lost is not None:
             lost, self._on_lost = self._on_lost, None
             lost(why)
-        self._low()
+        self._low(force=True)
         if not self._closing:
             self._closing = True
             asyncio.ensure_future(self._shutdown(drain=False))
@@ -360,8 +400,8 @@ class DataChannelStream:
         except Exception as err:  # noqa: BLE001 - InvalidStateError once closing
             log.debug("webrtc write failed: %s", err)
             return
-        if (self._producer is not None and not self._producer_paused
-                and self.channel.bufferedAmount > self.HIGH):
+        self._written += len(view)
+        if self._producer is not None and not self._producer_paused and self._congested():
             self._producer_paused = True
             self._producer.pauseProducing()
 
@@ -372,7 +412,7 @@ class DataChannelStream:
     def _deliver(self) -> None:
         on_data = self._on_data
         while self._held and not self._paused and self._on_data is on_data:
-            on_data(self._held.popleft())
+            self._hand_over(self._held.popleft())
         if not self._held and self._lost_reason is not None and self._on_lost is not None:
             lost, self._on_lost = self._on_lost, None
             lost(self._lost_reason)

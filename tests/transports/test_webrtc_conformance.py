@@ -103,6 +103,69 @@ async def test_wide_packets_on_loopback_only_while_connected(
     assert aiortc_tuning.userdata_size() == narrow
 
 
+class Producer:
+    """A push producer that only records whether it was told to pause."""
+
+    paused = False
+
+    def pauseProducing(self) -> None:  # noqa: N802 - Twisted's IPushProducer
+        self.paused = True
+
+    def resumeProducing(self) -> None:  # noqa: N802
+        self.paused = False
+
+    def stopProducing(self) -> None:  # noqa: N802
+        pass
+
+
+async def until(condition: Any, what: str, timeout: float = 30.0) -> None:
+    from twisted.internet import reactor
+    from twisted.internet.task import deferLater
+
+    deadline = reactor.seconds() + timeout
+    while not condition():
+        assert reactor.seconds() < deadline, f"timed out waiting for {what}"
+        await deferLater(reactor, 0.02, lambda: None)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_paused_reader_stops_the_writer(second_loopback_address: None) -> None:
+    """aiortc ignores the peer's receive window, so the credits must: with the reader paused,
+    the writer's producer is paused once WINDOW bytes are unread, even though its own buffer
+    has drained; the reader holds no more than that; reading again resumes the writer."""
+    from twisted.internet import reactor
+
+    s_sig, r_sig = signalling_pair()
+    subject = TransportSubject(WebRTC, sender=side(s_sig), receiver=side(r_sig))
+    s, r = subject.runner(reactor, "sender"), subject.runner(reactor, "receiver")
+    cs, cr = await pair(s, r)
+    writer, reader = cs.stream, cr.stream
+    got = bytearray()
+    reader.pause_reading()
+    reader.start_receiving(got.extend, lambda _why: None)  # raw bytes now, not records
+    producer = Producer()
+    writer.register_producer(producer, True)
+    block = bytes(range(256)) * 4096  # 1 MiB
+    written = 0
+    while not producer.paused:
+        writer.write(block)
+        written += len(block)
+        assert written <= 4 * writer.WINDOW, "the producer was never paused"
+    await until(lambda: writer.channel.bufferedAmount == 0, "the send buffer to drain")
+    await until(lambda: sum(map(len, reader._held)) == written, "all sent bytes to arrive")
+    assert producer.paused, "resumed although the peer's reader took nothing"
+    assert written <= writer.WINDOW + len(block)
+    reader.resume_reading()
+    await until(lambda: not producer.paused, "the credit to resume the producer")
+    assert len(got) == written and got[:len(block)] == block
+    writer.unregister_producer()
+    for stream in (writer, reader):
+        stream.close()
+        await stream.when_closed()
+    await s.stop()
+    await r.stop()
+
+
 @pytest_twisted.ensureDeferred
 async def test_no_signal_without_a_webrtc_peer() -> None:
     """A peer that did not advertise webrtc (official 0.24, wormhole-william) gets nothing:
