@@ -121,8 +121,10 @@ class Bench:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(5)
 
-    def transfer(self, sender: str, receiver: str, what: list[str], relay: bool) -> Result:
-        """One complete transfer; ``sender``/``receiver`` are "official" or "hilltop"."""
+    def transfer(self, sender: str, receiver: str, what: list[str], relay: bool,
+                 flags: tuple[str, ...] = ()) -> Result:
+        """One complete transfer; ``sender``/``receiver`` are "official" or "hilltop";
+        ``flags`` go to both commands (e.g. ``--transports webrtc``, see bench/webrtc.py)."""
         code = f"{next(self.counter)}-bench-run"
         inbox = self.work / "inbox"
         shutil.rmtree(inbox, ignore_errors=True)
@@ -131,6 +133,8 @@ class Bench:
                     "--code", code, *what]
         recv_cmd = [OFFICIAL if receiver == "official" else HILLTOP, "receive",
                     "--hide-progress", "--accept-file", code]
+        send_cmd[2:2] = flags
+        recv_cmd[2:2] = flags
         if relay:
             send_cmd[2:2] = ["--no-listen"] if sender == "official" else ["--transports",
                                                                             "relay"]

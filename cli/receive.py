@@ -16,6 +16,7 @@ from hilltop.cli.progress import progress_bar
 from hilltop.cli.send import close_quietly, describe_offer
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
 from hilltop.cli.transitopts import (
+    app_versions,
     check_transport_names,
     lan_flags,
     transit_flags,
@@ -70,7 +71,8 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, verify
         if tor is not None:
             manager, choices.options = await start_tor(reactor, tor, options)
             extra_args["endpoint_factory"] = manager.endpoint_factory
-        w = api.Wormhole(opts.appid, relay_url, reactor=reactor, **extra_args)
+        w = api.Wormhole(opts.appid, relay_url, reactor=reactor,
+                         app_versions=app_versions(choices.options), **extra_args)
         try:
             with cli_lan.suggest_lan("receive", enabled=found is None and tor is None):
                 return await _converse(reactor, w, typed, found)

@@ -17,6 +17,7 @@ from hilltop.cli.common import GlobalOptions, run
 from hilltop.cli.progress import progress_bar
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
 from hilltop.cli.transitopts import (
+    app_versions,
     check_transport_names,
     lan_flags,
     transit_flags,
@@ -94,7 +95,8 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
         if tor is not None:
             manager, chosen = await start_tor(reactor, tor, options)
             extra_args["endpoint_factory"] = manager.endpoint_factory
-        w = api.Wormhole(opts.appid, opts.relay_url, reactor=reactor, **extra_args)
+        w = api.Wormhole(opts.appid, opts.relay_url, reactor=reactor,
+                         app_versions=app_versions(chosen), **extra_args)
         try:
             with cli_lan.suggest_lan("send", enabled=tor is None):
                 return await payload(reactor, w, chosen, announcement)

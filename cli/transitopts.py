@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from hilltop.errors import HilltopError
 from hilltop.filetransfer import TransitOptions
 
 
@@ -17,7 +18,49 @@ def transit_flags(f: Callable[..., Any]) -> Callable[..., Any]:
                      help="comma-separated transports that may take part, e.g. 'relay'; "
                           "see 'wormhole transports'")(f)
     f = no_plugins_flag(f)
+    f = webrtc_flags(f)
     return f
+
+
+_WEBRTC = "hilltop.webrtc"
+
+
+def _remember(key: str) -> Callable[..., Any]:
+    def callback(ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+        ctx.meta.setdefault(_WEBRTC, {})[key] = value
+        return value
+    return callback
+
+
+def webrtc_flags(f: Callable[..., Any]) -> Callable[..., Any]:
+    """ICE servers for the webrtc transport; no server is contacted unless one is given here
+    or in the ``[webrtc]`` table of the config file."""
+    for name, key, kw in [
+        ("--stun", "stun", dict(multiple=True, metavar="URL",
+                               help="webrtc: STUN server, e.g. stun:stun.example.org:3478")),
+        ("--turn", "turn", dict(multiple=True, metavar="URL",
+                               help="webrtc: TURN server, e.g. turn:turn.example.org:3478")),
+        ("--turn-user", "turn_user", dict(metavar="NAME", help="webrtc: TURN user name")),
+        ("--turn-password", "turn_password", dict(metavar="PASSWORD",
+                                                   help="webrtc: TURN password")),
+        ("--webrtc-relay-only", "relay_only",
+         dict(is_flag=True, help="webrtc: use only TURN relay candidates")),
+    ]:
+        f = click.option(name, expose_value=False, callback=_remember(key), **kw)(f)
+    return f
+
+
+def webrtc_settings() -> dict[str, Any]:
+    from hilltop import webrtcwire
+
+    ctx = click.get_current_context(silent=True)
+    got = ctx.meta.get(_WEBRTC, {}) if ctx is not None else {}
+    try:
+        return webrtcwire.settings(list(got.get("stun") or ()), list(got.get("turn") or ()),
+                                   got.get("turn_user"), got.get("turn_password"),
+                                   bool(got.get("relay_only")), webrtcwire.config_servers())
+    except HilltopError as err:
+        raise click.UsageError(str(err)) from None
 
 
 _NO_PLUGINS = "hilltop.no_plugins"
@@ -41,11 +84,21 @@ def no_plugins_chosen() -> bool:
     return bool(ctx is not None and ctx.meta.get(_NO_PLUGINS))
 
 
+def app_versions(options: TransitOptions) -> dict[str, Any]:
+    """Our advertisement for this run: an extension transport is offered only if this run may
+    use it (``--transports``), and none under ``--tor``."""
+    from hilltop import __version__, capabilities
+
+    allowed = () if options.tor else options.transports
+    return capabilities.default_advertisement(__version__, allowed)
+
+
 def transit_options(transit_helper: str, listen: bool, transports: str | None) -> TransitOptions:
     names = [t.strip() for t in transports.split(",") if t.strip()] if transports else None
     return TransitOptions(transit_helpers=[transit_helper] if transit_helper else [],
                           no_listen=not listen, transports=names,
-                          no_plugins=no_plugins_chosen())
+                          no_plugins=no_plugins_chosen(),
+                          extra={"webrtc": webrtc_settings()})
 
 
 def check_transport_names(options: TransitOptions) -> None:

@@ -32,6 +32,8 @@ def listing(loaded: Transports, checked: dict[str, list[str]] | None = None) -> 
             status = "ok (checked)"
         else:
             status = "usable"
+        if t.info.tor_note and t.name not in loaded.broken:
+            status += f" ({t.info.tor_note})"
         rows.append((t.name, ",".join(t.info.hint_types) or "-", _origin(t), status))
         failed.pop(t.name, None)
     for name, reason in failed.items():

@@ -53,7 +53,7 @@ class Wormhole:
 
             reactor = default_reactor
         if app_versions is None:
-            app_versions = capabilities.advertisement(__version__, [], capabilities.FEATURES)
+            app_versions = capabilities.default_advertisement(__version__)
         self.appid = appid
         self.app_versions = app_versions
         """What our ``version`` message carries (extensions are used only if listed here)."""
@@ -73,6 +73,7 @@ class Wormhole:
         self._welcome = Watch()
         self._nameplates: Queue = Queue()
         self._messages: Queue = Queue()
+        self._side: dict[str, Queue] = {}
         self._client = RendezvousClient(
             reactor, relay_url, self._engine, self._on_event, endpoint_factory
         )
@@ -125,6 +126,15 @@ class Wormhole:
     def get_message(self) -> DualDeferred[bytes]:
         """The peer's next message, in order."""
         return self._messages.get()
+
+    def side_messages(self, name: str) -> Queue:
+        """Messages of the hilltop side channel ``name`` (JSON objects whose only key is
+        ``hilltop-<name>``), kept out of :meth:`get_message`. Send them only to a peer that
+        advertised the extension: official peers know nothing of side channels."""
+        queue = self._side.get(name)
+        if queue is None:
+            queue = self._side[name] = Queue()
+        return queue
 
     # --- files and streams (transit) --------------------------------------------------------
     def send_file(self, path: str, *, transit: Any = None,
@@ -245,7 +255,11 @@ class Wormhole:
             case mailbox.PeerVersions(app_versions):
                 self._versions.fire(app_versions)
             case mailbox.Received(data):
-                self._messages.put(data)
+                name = _side_channel(data)
+                if name is None:
+                    self._messages.put(data)
+                else:
+                    self.side_messages(name).put(data)
             case mailbox.ClosedEvent(mood, error):
                 self._on_closed(mood, error)
 
@@ -255,10 +269,31 @@ class Wormhole:
             watch.fail(failure)
         self._nameplates.fail(failure)
         self._messages.fail(failure)
+        for queue in self._side.values():
+            queue.fail(failure)
         if error is not None:
             self._closed.fail(error)
         else:
             self._closed.fire(mood)
+
+
+_SIDE_PREFIX = b'{"hilltop-'
+
+
+def _side_channel(data: bytes) -> str | None:
+    """The side channel a message belongs to, or None for an ordinary app message."""
+    if not data.startswith(_SIDE_PREFIX):
+        return None
+    import json
+
+    try:
+        msg = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(msg, dict) or len(msg) != 1:
+        return None
+    (key,) = msg
+    return key[len("hilltop-"):] or None
 
 
 def _dual(coro: Any) -> DualDeferred[Any]:

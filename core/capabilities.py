@@ -25,6 +25,25 @@ BIG_RECORDS = "big-records"
 FEATURES: tuple[str, ...] = (BIG_RECORDS,)
 """Features this build advertises by default."""
 
+WEBRTC = "webrtc"
+"""Transport extension: WebRTC data channels, signalled through the mailbox (both must list it)."""
+
+
+def extension_transports(allowed: Iterable[str] | None = None) -> list[str]:
+    """Extension transports this installation can run and ``allowed`` (None: any) lets us
+    use, for the default advertisement. Advertising one makes a hilltop peer start it, so
+    leave out what this run will not use (``--transports``; under ``--tor`` allow none:
+    WebRTC's ICE would reveal our addresses)."""
+    import importlib.util
+
+    ok = allowed is None or WEBRTC in allowed
+    return [WEBRTC] if ok and importlib.util.find_spec("aiortc") is not None else []
+
+
+def default_advertisement(version: str, allowed: Iterable[str] | None = None) -> dict:
+    """What this installation advertises unless the caller says otherwise."""
+    return advertisement(version, extension_transports(allowed), FEATURES)
+
 
 def advertisement(version: str, transports: Iterable[str], features: Iterable[str]) -> dict:
     """The ``app_versions`` dict our ``version`` message carries."""

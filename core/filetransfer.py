@@ -66,6 +66,10 @@ def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions) -
     # the lan transport announces under a tag derived from the transit key, never the code
     extra["lan"] = {**extra.get("lan", {}), "transit_key": tk,
                     "mailbox_url": getattr(w, "relay_url", None)}
+    if hasattr(w, "side_messages"):  # webrtc signals through the mailbox (hilltop peers only)
+        from hilltop.webrtcwire import MailboxSignalling
+
+        extra["webrtc"] = {**extra.get("webrtc", {}), "signalling": MailboxSignalling(w)}
     return TransitRunner(
         reactor,
         role,  # type: ignore[arg-type]
@@ -86,6 +90,8 @@ def parse_peer_hints(runner: TransitRunner, msg: transfer.TransitMsg) -> list[An
 
 def transit_message(runner: TransitRunner, hints: Sequence[Any]) -> bytes:
     types = dict.fromkeys(t for lt in runner.transports.loaded for t in lt.info.hint_types)
+    if not any(h.type == "webrtc-v1" for h in hints):  # say it only to a peer that speaks it
+        types.pop("webrtc-v1", None)
     abilities = [{"type": t} for t in types]
     return transfer.TransitMsg(tuple(abilities), tuple(hints_to_wire(hints))).to_wire()
 

@@ -52,6 +52,8 @@ class TransportInfo:
       line; the hints this transport contributes are also dialled by ourselves.
     * ``usable`` / ``why_not``: whether it can work right now, and if not, a one-line reason
       (e.g. "Tor is not running") for the user.
+    * ``tor_note``: a few words for ``wormhole transports`` when ``--tor`` changes what the
+      transport does (e.g. "off under --tor"); empty when it says nothing.
     """
 
     name: str
@@ -62,6 +64,7 @@ class TransportInfo:
     usable: bool = True
     why_not: str = ""
     description: str = ""
+    tor_note: str = ""
 
 
 @dataclass

@@ -1,0 +1,211 @@
+"""The webrtc transport through the conformance kit, like direct-tcp and relay.
+
+Two runners in one process, signalling through an in-memory pair of queues instead of the
+mailbox, and an explicit empty ICE server list: only host candidates, nothing is contacted.
+aioice never offers 127.0.0.1 as a host candidate, so ``lo`` gets a second address
+(127.0.0.2); that is done only in the loopback-only namespace of ``integration/netns-run``
+(where ``bash .ci/run`` runs every test), never on the machine's own interfaces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import pytest_twisted
+from twisted.internet import defer
+
+from hilltop.hookspecs import TransitSession
+from hilltop.testing import ConformanceSuite, TransportSubject, close_and_stop, exchange, pair
+from hilltop.webrtcwire import Signal
+
+pytest.importorskip("aiortc")
+
+from hilltop.transports.webrtc import WebRTC  # noqa: E402 - only with aiortc
+
+
+class QueueSignalling:
+    """One end of an in-memory signalling pair (the mailbox channel's interface)."""
+
+    def __init__(self) -> None:
+        self.inbox: asyncio.Queue[Signal] = asyncio.Queue()
+        self.peer: QueueSignalling | None = None
+        self.sent: list[str] = []
+
+    async def both_speak_webrtc(self) -> bool:
+        return True
+
+    def send(self, kind: str, sdp: str = "", wide: bool = False) -> None:
+        assert self.peer is not None
+        self.sent.append(kind)
+        self.peer.inbox.put_nowait(Signal(kind, sdp, wide))
+
+    async def receive(self) -> Signal:
+        return await self.inbox.get()
+
+
+def signalling_pair() -> tuple[QueueSignalling, QueueSignalling]:
+    a, b = QueueSignalling(), QueueSignalling()
+    a.peer, b.peer = b, a
+    return a, b
+
+
+@pytest.fixture(scope="module")
+def second_loopback_address() -> Iterator[None]:
+    if sorted(os.listdir("/sys/class/net")) != ["lo"] or os.geteuid() != 0:
+        pytest.skip("needs the loopback-only test namespace as root (integration/netns-run), "
+                    "where lo may get 127.0.0.2 for ICE host candidates")
+    added = subprocess.run(["ip", "addr", "add", "127.0.0.2/8", "dev", "lo"],
+                           capture_output=True).returncode == 0
+    yield
+    if added:
+        subprocess.run(["ip", "addr", "del", "127.0.0.2/8", "dev", "lo"], capture_output=True)
+
+
+def side(signalling: QueueSignalling) -> dict[str, Any]:
+    return {"no_listen": True,
+            "options": {"webrtc": {"signalling": signalling, "ice_servers": []}}}
+
+
+class TestWebRTC(ConformanceSuite):
+    @pytest.fixture
+    def transport_subject(self, second_loopback_address: None) -> TransportSubject:
+        s, r = signalling_pair()
+        return TransportSubject(WebRTC, sender=side(s), receiver=side(r),
+                                description="webrtc host->host 127.0.0.")
+
+
+@pytest_twisted.ensureDeferred
+async def test_wide_packets_on_loopback_only_while_connected(
+        second_loopback_address: None) -> None:
+    """Both sides said "wide" and the pair is host to host on loopback: records go in wide
+    SCTP packets while the connection lasts, and aiortc's size is back once it is closed."""
+    from twisted.internet import reactor
+
+    from hilltop.transports import aiortc_tuning
+
+    narrow = aiortc_tuning.userdata_size()
+    s_sig, r_sig = signalling_pair()
+    subject = TransportSubject(WebRTC, sender=side(s_sig), receiver=side(r_sig))
+    s, r = subject.runner(reactor, "sender"), subject.runner(reactor, "receiver")
+    cs, cr = await pair(s, r)
+    if not aiortc_tuning.supported():
+        pytest.skip("aiortc version not tuned; the transport runs at aiortc's packet size")
+    assert aiortc_tuning.userdata_size() > 10 * narrow
+    await exchange(cs, cr)
+    await close_and_stop(cs, cr, s, r)
+    await cr.close()
+    assert aiortc_tuning.userdata_size() == narrow
+
+
+class Producer:
+    """A push producer that only records whether it was told to pause."""
+
+    paused = False
+
+    def pauseProducing(self) -> None:  # noqa: N802 - Twisted's IPushProducer
+        self.paused = True
+
+    def resumeProducing(self) -> None:  # noqa: N802
+        self.paused = False
+
+    def stopProducing(self) -> None:  # noqa: N802
+        pass
+
+
+async def until(condition: Any, what: str, timeout: float = 30.0) -> None:
+    from twisted.internet import reactor
+    from twisted.internet.task import deferLater
+
+    deadline = reactor.seconds() + timeout
+    while not condition():
+        assert reactor.seconds() < deadline, f"timed out waiting for {what}"
+        await deferLater(reactor, 0.02, lambda: None)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_paused_reader_stops_the_writer(second_loopback_address: None) -> None:
+    """aiortc ignores the peer's receive window, so the credits must: with the reader paused,
+    the writer's producer is paused once WINDOW bytes are unread, even though its own buffer
+    has drained; the reader holds no more than that; reading again resumes the writer."""
+    from twisted.internet import reactor
+
+    s_sig, r_sig = signalling_pair()
+    subject = TransportSubject(WebRTC, sender=side(s_sig), receiver=side(r_sig))
+    s, r = subject.runner(reactor, "sender"), subject.runner(reactor, "receiver")
+    cs, cr = await pair(s, r)
+    writer, reader = cs.stream, cr.stream
+    got = bytearray()
+    reader.pause_reading()
+    reader.start_receiving(got.extend, lambda _why: None)  # raw bytes now, not records
+    producer = Producer()
+    writer.register_producer(producer, True)
+    block = bytes(range(256)) * 4096  # 1 MiB
+    written = 0
+    while not producer.paused:
+        writer.write(block)
+        written += len(block)
+        assert written <= 4 * writer.WINDOW, "the producer was never paused"
+    await until(lambda: writer.channel.bufferedAmount == 0, "the send buffer to drain")
+    await until(lambda: sum(map(len, reader._held)) == written, "all sent bytes to arrive")
+    assert producer.paused, "resumed although the peer's reader took nothing"
+    assert written <= writer.WINDOW + len(block)
+    reader.resume_reading()
+    await until(lambda: not producer.paused, "the credit to resume the producer")
+    assert len(got) == written and got[:len(block)] == block
+    writer.unregister_producer()
+    for stream in (writer, reader):
+        stream.close()
+        await stream.when_closed()
+    await s.stop()
+    await r.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_no_signal_without_a_webrtc_peer() -> None:
+    """A peer that did not advertise webrtc (official 0.24, wormhole-william) gets nothing:
+    no hint, no offer, no peer connection."""
+    from twisted.internet import reactor
+
+    class Official(QueueSignalling):
+        async def both_speak_webrtc(self) -> bool:
+            return False
+
+    s = Official()
+    s.peer = Official()
+    session = TransitSession(reactor, "sender", options={"webrtc": {"signalling": s}})
+    plugin = WebRTC()
+    assert await defer.maybeDeferred(plugin.hilltop_transport_start, session) == []
+    assert s.sent == [] and s.peer.inbox.empty()
+    assert plugin.hilltop_transport_stop(session) is None
+
+
+def test_off_under_tor_without_touching_aiortc() -> None:
+    """Under --tor the transport declines before anything of aiortc is imported: no UDP
+    socket, no candidate gathering, no signal (checked in a fresh interpreter)."""
+    script = """
+import sys
+from hilltop.hookspecs import TransitSession
+from hilltop.plugins import load_configured
+from hilltop.webrtcwire import MailboxSignalling
+
+class W:
+    app_versions = {}
+    def send_message(self, data): raise AssertionError("sent a signal under --tor")
+
+[t] = [t for t in load_configured().loaded if t.name == "webrtc"]
+session = TransitSession(None, "sender", tor=True,
+                         options={"webrtc": {"signalling": MailboxSignalling(W())}})
+assert t.plugin.hilltop_transport_start(session=session) == []
+print(t.info.tor_note)
+assert not [m for m in sys.modules if m.split(".")[0] in ("aiortc", "aioice", "av")], "imported"
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "off under --tor"

@@ -1,0 +1,492 @@
+"""``webrtc``: a WebRTC data channel (aiortc: ICE, STUN/TURN, DTLS, SCTP) as a transit stream.
+
+Direct TCP fails when both peers sit behind NAT; ICE punches a UDP hole through them using
+server-reflexive candidates learnt from a STUN server, or falls back to a TURN relay. The data
+channel then carries exactly what a TCP connection would: the transit handshake and the
+encrypted records, so the runner races it against the other transports under the same key.
+
+How the two sides meet:
+
+* Both sides must list ``webrtc`` in their ``app_versions`` advertisement; otherwise the
+  transport contributes nothing and sends nothing (official peers never see a signal).
+* Then each side contributes one ``webrtc-v1`` hint (it carries no address, only "I am in"),
+  and the sender starts gathering candidates at once and sends its SDP offer through the
+  encrypted mailbox side channel (:mod:`hilltop.webrtcwire`); the receiver answers.
+* The race dials the peer's ``webrtc-v1`` hint with :meth:`WebRTC.hilltop_transport_connect`,
+  which fires with the data channel once it is open (or fails after :data:`CONNECT_TIMEOUT`).
+  Cancelling it closes the peer connection.
+
+ICE servers come from ``session.options["webrtc"]["ice_servers"]`` (``--stun``/``--turn`` or
+the config file); aiortc is always given an explicit list, so nothing public is contacted when
+none is configured. Under ``--tor`` the transport is off: ICE would reveal our addresses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import logging
+from collections import deque
+from typing import Any
+
+from twisted.internet import defer
+from twisted.python.failure import Failure
+
+from hilltop.errors import HilltopError, TransitError
+from hilltop.hints import RawHint
+from hilltop.hookspecs import TransitSession, TransportInfo, hookimpl
+
+log = logging.getLogger(__name__)
+
+NAME = "webrtc"
+HINT_TYPE = "webrtc-v1"
+CONNECT_TIMEOUT = 30.0
+"""ICE declares failure only after about a minute; the race should not wait that long."""
+LABEL = "hilltop-transit"
+
+
+class WebRTC:
+    """Built-in transport: a WebRTC data channel, signalled through the mailbox."""
+
+    api = 1
+
+    def __init__(self) -> None:
+        self._runs: dict[int, _Run] = {}
+
+    @hookimpl
+    def hilltop_transport_info(self) -> TransportInfo:
+        usable = importlib.util.find_spec("aiortc") is not None
+        return TransportInfo(
+            name=NAME,
+            hint_types=(HINT_TYPE,),
+            tier=0,
+            usable=usable,
+            why_not="" if usable else "aiortc is not installed",
+            description="WebRTC data channel (ICE hole punching, STUN/TURN via --stun/--turn); "
+                        "only with hilltop peers; disabled under --tor",
+            tor_note="off under --tor",
+        )
+
+    @hookimpl
+    def hilltop_transport_start(self, session: TransitSession) -> Any:
+        cfg = session.options.get(NAME) or {}
+        signalling = cfg.get("signalling")
+        if session.tor or signalling is None:
+            return []
+        return defer.Deferred.fromFuture(
+            asyncio.ensure_future(self._start(session, signalling, cfg)))
+
+    async def _start(self, session: TransitSession, signalling: Any, cfg: dict) -> list[Any]:
+        if not await signalling.both_speak_webrtc():
+            return []
+        run = _Run(session, signalling, list(cfg.get("ice_servers") or []),
+                   bool(cfg.get("relay_only")))
+        self._runs[id(session)] = run
+        run.begin()
+        return [RawHint.make(HINT_TYPE, priority=0.0)]
+
+    @hookimpl
+    def hilltop_transport_connect(self, hint: Any, session: TransitSession) -> Any:
+        if getattr(hint, "type", None) != HINT_TYPE:
+            return None
+        run = self._runs.get(id(session))
+        if run is None:
+            return defer.fail(TransitError("webrtc was not started for this session"))
+        return run.connect()
+
+    @hookimpl
+    def hilltop_transport_stop(self, session: TransitSession) -> Any:
+        run = self._runs.pop(id(session), None)
+        return run.stop() if run is not None else None
+
+
+def _rtc_config(servers: list[dict[str, Any]], relay_only: bool) -> Any:
+    from aiortc import RTCConfiguration, RTCIceServer
+    from aiortc.rtcconfiguration import RTCIceTransportPolicy
+
+    ice = [RTCIceServer(urls=s["urls"], username=s.get("username"),
+                        credential=s.get("credential")) for s in servers]
+    policy = RTCIceTransportPolicy.RELAY if relay_only else RTCIceTransportPolicy.ALL
+    # always an explicit list: with None aiortc would ask a public STUN server
+    return RTCConfiguration(iceServers=ice, iceTransportPolicy=policy)
+
+
+class _Run:
+    """One session: one peer connection, one data channel, handed out at most once."""
+
+    def __init__(self, session: TransitSession, signalling: Any, servers: list[dict[str, Any]],
+                 relay_only: bool) -> None:
+        self.session = session
+        self.signalling = signalling
+        self.servers = servers
+        self.relay_only = relay_only
+        self.pc: Any = None
+        self.task: asyncio.Task[DataChannelStream] | None = None
+        self.handed_out: DataChannelStream | None = None
+
+    def begin(self) -> None:
+        self.task = asyncio.ensure_future(
+            asyncio.wait_for(self._negotiate(), CONNECT_TIMEOUT))
+
+    def connect(self) -> defer.Deferred[Any]:
+        assert self.task is not None
+        task = self.task
+
+        async def wait() -> DataChannelStream:
+            try:
+                stream = await asyncio.shield(task)
+            except TimeoutError:
+                raise TransitError(f"webrtc: no connection within {CONNECT_TIMEOUT:.0f} s "
+                                   "(ICE found no working candidate pair)") from None
+            except HilltopError:
+                raise
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:  # noqa: BLE001 - aiortc raises all sorts
+                raise TransitError(f"webrtc failed: {err}") from err
+            self.handed_out = stream
+            return stream
+
+        inner = asyncio.ensure_future(wait())
+
+        def cancel(_d: defer.Deferred[Any]) -> None:
+            inner.cancel()
+            task.cancel()
+            self._close_pc()
+
+        d: defer.Deferred[Any] = defer.Deferred(cancel)
+
+        def settle(result: Any) -> None:
+            if d.called:  # cancelled: Twisted already failed d with CancelledError
+                if isinstance(result, DataChannelStream):
+                    result.close()
+                return None
+            if isinstance(result, Failure):
+                d.errback(result)
+            else:
+                d.callback(result)
+            return None
+
+        defer.Deferred.fromFuture(inner).addBoth(settle)
+        return d
+
+    async def _negotiate(self) -> DataChannelStream:
+        # aiortc (with PyAV) takes 0.3-0.6 s to import; on a thread the loop keeps serving the
+        # direct attempts meanwhile, which usually win on a LAN
+        await asyncio.to_thread(importlib.import_module, "aiortc")
+        from aiortc import RTCPeerConnection, RTCSessionDescription
+
+        from hilltop.transports import aiortc_tuning
+
+        wide = aiortc_tuning.install()  # from now on we read wide packets: we may say so
+        self.pc = pc = RTCPeerConnection(_rtc_config(self.servers, self.relay_only))
+        loop = asyncio.get_running_loop()
+        try:
+            if self.session.role == "sender":
+                channel = pc.createDataChannel(LABEL, ordered=True)
+                stream = DataChannelStream(pc, channel)
+                opened: asyncio.Future[None] = loop.create_future()
+                channel.on("open", lambda: opened.done() or opened.set_result(None))
+                await pc.setLocalDescription(await pc.createOffer())
+                self.signalling.send("offer", pc.localDescription.sdp, wide=wide)
+                answer = await self.signalling.receive()
+                if answer.kind != "answer":
+                    raise TransitError(f"webrtc: the peer sent {answer.kind}, not an answer")
+                peer_wide = answer.wide
+                await pc.setRemoteDescription(RTCSessionDescription(answer.sdp, "answer"))
+                await opened
+            else:
+                arrived: asyncio.Future[DataChannelStream] = loop.create_future()
+
+                def on_channel(channel: Any) -> None:
+                    # wrap at once: the sender's handshake may follow the open immediately
+                    if not arrived.done():
+                        arrived.set_result(DataChannelStream(pc, channel))
+
+                pc.on("datachannel", on_channel)
+                offer = await self.signalling.receive()
+                if offer.kind != "offer":
+                    raise TransitError(f"webrtc: the peer sent {offer.kind}, not an offer")
+                peer_wide = offer.wide
+                await pc.setRemoteDescription(RTCSessionDescription(offer.sdp, "offer"))
+                await pc.setLocalDescription(await pc.createAnswer())
+                self.signalling.send("answer", pc.localDescription.sdp, wide=wide)
+                stream = await arrived
+            pair = _nominated(pc)
+            stream.description = f"{NAME} {_describe(pair)}"
+            if wide and peer_wide and _is_local(pair):
+                stream.widen()
+            return stream
+        except BaseException:
+            self._close_pc()
+            raise
+
+    def _close_pc(self) -> None:
+        pc, self.pc = self.pc, None
+        if pc is not None and (self.handed_out is None or self.handed_out.pc is not pc):
+            asyncio.ensure_future(pc.close())
+
+    def stop(self) -> defer.Deferred[Any] | None:
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+        if self.handed_out is None and self.pc is not None:
+            pc, self.pc = self.pc, None
+            return defer.Deferred.fromFuture(asyncio.ensure_future(pc.close()))
+        return None
+
+
+def _nominated(pc: Any) -> Any:
+    """The nominated ICE candidate pair (aioice internals), or None if it cannot be found."""
+    try:
+        return pc.sctp.transport.transport._connection._nominated[1]
+    except Exception:  # noqa: BLE001 - only used for a label and a tuning decision
+        return None
+
+
+def _describe(pair: Any) -> str:
+    """``local->remote type host:port`` of the pair, for the status line."""
+    if pair is None:
+        return "data channel"
+    local, remote = pair.local_candidate, pair.remote_candidate
+    return f"{local.type}->{remote.type} {remote.host}:{remote.port}"
+
+
+def _is_local(pair: Any) -> bool:
+    """A path where wide SCTP packets are safe: host to host, and the peer's address is on
+    this machine or a private LAN (no NAT, no TURN, no Internet path that may drop IP
+    fragments). See :mod:`hilltop.transports.aiortc_tuning`."""
+    import ipaddress
+
+    if pair is None:
+        return False
+    local, remote = pair.local_candidate, pair.remote_candidate
+    if local.type != "host" or remote.type != "host":
+        return False
+    try:
+        address = ipaddress.ip_address(remote.host)
+    except ValueError:  # an mDNS name or something odd: not known to be local
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
+
+
+class DataChannelStream:
+    """:class:`hilltop.streams.ByteStream` over an ordered, reliable RTCDataChannel.
+
+    Writes are cut into binary messages of :data:`CHUNK` bytes. A registered producer is
+    paused while more than :data:`HIGH` bytes wait in the channel's buffer, or while more than
+    :data:`WINDOW` bytes we sent have not been taken by the peer's reader; it is resumed once
+    both are low again (the ``bufferedamountlow`` event at :data:`LOW`, and half the window).
+
+    Why the window: aiortc's SCTP ignores the receive window the peer advertises, so nothing
+    below us stops a fast sender from filling a slow reader's memory (:meth:`pause_reading`
+    can only hold messages back). So each reader reports, every :data:`CREDIT_EVERY` bytes it
+    has taken, the total so far as a *string* message (``"1048576"``); transit bytes are always
+    binary messages, so the two never mix. :meth:`close` lets the buffer drain, resets the
+    stream (SCTP delivers what was sent before the reset) and closes the peer connection.
+    """
+
+    CHUNK = 64 * 1024
+    HIGH = 4 * 1024 * 1024
+    LOW = 1024 * 1024
+    WINDOW = 8 * 1024 * 1024
+    CREDIT_EVERY = 1024 * 1024
+
+    def __init__(self, pc: Any, channel: Any, description: str = NAME) -> None:
+        self.pc = pc
+        self.channel = channel
+        self.description = description
+        self._on_data: Any = None
+        self._on_lost: Any = None
+        self._held: deque[bytes] = deque()
+        self._paused = False
+        self._lost_reason: str | None = None
+        self._closing = False
+        self._waiters: list[defer.Deferred[None]] = []
+        self._producer: Any = None
+        self._producer_paused = False
+        self._low_waiters: list[asyncio.Future[None]] = []
+        self._shut = False
+        self._wide = False
+        self._written = 0  # bytes we sent
+        self._taken_by_peer = 0  # of those, what the peer's reader reported taking
+        self._taken = 0  # bytes our reader took
+        self._reported = 0  # what we last told the peer
+        channel.bufferedAmountLowThreshold = self.LOW
+        channel.on("message", self._message)
+        channel.on("close", lambda: self._gone("connection closed"))
+        channel.on("bufferedamountlow", self._low)
+
+        @pc.on("connectionstatechange")
+        def _state() -> None:
+            if pc.connectionState in ("failed", "closed"):
+                self._gone(f"webrtc connection {pc.connectionState}")
+
+    def widen(self) -> None:
+        """Send wide SCTP packets from now on (both peers agreed, the path is local); undone
+        when the stream shuts down."""
+        from hilltop.transports import aiortc_tuning
+
+        if not self._wide and not self._closing:
+            self._wide = aiortc_tuning.widen()
+
+    # events from aiortc
+    def _message(self, message: Any) -> None:
+        if isinstance(message, str):
+            self._credit(message)
+        elif self._on_data is None or self._paused:
+            self._held.append(message)
+        else:
+            self._hand_over(message)
+
+    def _credit(self, text: str) -> None:
+        """The peer's reader has taken ``text`` bytes in all."""
+        if not text.isdigit() or not self._taken_by_peer <= int(text) <= self._written:
+            log.debug("webrtc: ignoring a malformed credit %r", text[:40])
+            return
+        self._taken_by_peer = int(text)
+        self._resume_producer()
+
+    def _hand_over(self, message: bytes) -> None:
+        """Give one message to our reader and, every CREDIT_EVERY bytes, tell the peer."""
+        self._taken += len(message)
+        if self._taken - self._reported >= self.CREDIT_EVERY and self._lost_reason is None:
+            self._reported = self._taken
+            try:
+                self.channel.send(str(self._taken))
+            except Exception as err:  # noqa: BLE001 - InvalidStateError once closing
+                log.debug("webrtc credit not sent: %s", err)
+        self._on_data(message)
+
+    def _congested(self) -> bool:
+        return (self.channel.bufferedAmount > self.HIGH
+                or self._written - self._taken_by_peer > self.WINDOW)
+
+    def _resume_producer(self, force: bool = False) -> None:
+        if self._producer is None or not self._producer_paused:
+            return
+        if force or (self.channel.bufferedAmount <= self.LOW
+                     and self._written - self._taken_by_peer <= self.WINDOW // 2):
+            self._producer_paused = False
+            self._producer.resumeProducing()
+
+    def _low(self, force: bool = False) -> None:
+        self._resume_producer(force)
+        waiters, self._low_waiters = self._low_waiters, []
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
+
+    def _gone(self, why: str) -> None:
+        if self._lost_reason is not None:
+            return
+        self._lost_reason = why
+        if not self._held and self._on_lost is not None:
+            lost, self._on_lost = self._on_lost, None
+            lost(why)
+        self._low(force=True)
+        if not self._closing:
+            self._closing = True
+            asyncio.ensure_future(self._shutdown(drain=False))
+
+    # ByteStream
+    def write(self, data: Any) -> None:
+        if not data or self._lost_reason is not None or self._closing:
+            return
+        view = memoryview(data).cast("B")
+        try:
+            for i in range(0, len(view), self.CHUNK):
+                self.channel.send(bytes(view[i:i + self.CHUNK]))
+        except Exception as err:  # noqa: BLE001 - InvalidStateError once closing
+            log.debug("webrtc write failed: %s", err)
+            return
+        self._written += len(view)
+        if self._producer is not None and not self._producer_paused and self._congested():
+            self._producer_paused = True
+            self._producer.pauseProducing()
+
+    def start_receiving(self, on_data: Any, on_lost: Any) -> None:
+        self._on_data, self._on_lost = on_data, on_lost
+        self._deliver()
+
+    def _deliver(self) -> None:
+        on_data = self._on_data
+        while self._held and not self._paused and self._on_data is on_data:
+            self._hand_over(self._held.popleft())
+        if not self._held and self._lost_reason is not None and self._on_lost is not None:
+            lost, self._on_lost = self._on_lost, None
+            lost(self._lost_reason)
+
+    def pause_reading(self) -> None:
+        self._paused = True
+
+    def resume_reading(self) -> None:
+        if self._paused:
+            self._paused = False
+            self._deliver()
+
+    def register_producer(self, producer: Any, streaming: bool) -> None:
+        self._producer = producer
+        self._producer_paused = False
+        if not streaming:  # a pull producer: ask it for data now and whenever the buffer drains
+            producer.resumeProducing()
+
+    def unregister_producer(self) -> None:
+        self._producer = None
+
+    def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        asyncio.ensure_future(self._shutdown(drain=self._lost_reason is None))
+
+    def abort(self) -> None:
+        if not self._closing:
+            self._closing = True
+            asyncio.ensure_future(self._shutdown(drain=False))
+
+    async def _shutdown(self, drain: bool) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            if drain:
+                deadline = loop.time() + 30.0
+                while self.channel.bufferedAmount > 0 and self._lost_reason is None:
+                    self.channel.bufferedAmountLowThreshold = 0
+                    waiter = loop.create_future()
+                    self._low_waiters.append(waiter)
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(waiter, max(0.1, deadline - loop.time()))
+                    if loop.time() > deadline:
+                        break
+                if self.channel.readyState == "open":
+                    closed = loop.create_future()
+                    self.channel.once("close", lambda: closed.done() or closed.set_result(None))
+                    self.channel.close()
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(closed, 5.0)
+            await self.pc.close()
+        except Exception as err:  # noqa: BLE001
+            log.debug("webrtc close: %s", err)
+        finally:
+            if self._wide:
+                from hilltop.transports import aiortc_tuning
+
+                self._wide = False
+                aiortc_tuning.narrow()
+            self._shut = True
+            if self._lost_reason is None:
+                self._lost_reason = "connection closed"
+            if self._on_lost is not None and not self._held:
+                lost, self._on_lost = self._on_lost, None
+                lost(self._lost_reason)
+            waiters, self._waiters = self._waiters, []
+            for d in waiters:
+                d.callback(None)
+
+    def when_closed(self) -> defer.Deferred[None]:
+        d: defer.Deferred[None] = defer.Deferred()
+        if self._shut:
+            d.callback(None)
+        else:
+            self._waiters.append(d)
+        return d
