@@ -60,6 +60,9 @@ def _origin(t: Any) -> str:
 def transports(check: bool) -> None:
     """List installed transports: name, hint types, usable now or why not."""
     logging.getLogger("hilltop.plugins").setLevel(logging.ERROR)  # the table says it all
+    from hilltop.reactor import install_asyncio_reactor
+
+    install_asyncio_reactor()  # before any plugin module can import (and so pick) a reactor
     try:
         loaded = load_configured(no_plugins=no_plugins_chosen())
     except HilltopError as err:  # a broken config file

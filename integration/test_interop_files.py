@@ -278,3 +278,12 @@ def test_transports_command_lists_builtins(hilltop: Callable[..., Peer]) -> None
     lines = listed.stdout.splitlines()
     assert any(ln.split()[:2] == ["direct-tcp", "direct-tcp-v1"] for ln in lines), listed.stdout
     assert any(ln.split()[:2] == ["relay", "relay-v1"] for ln in lines), listed.stdout
+
+
+def test_transports_check_runs_every_builtin(hilltop: Callable[..., Peer]) -> None:
+    """``--check`` starts each transport on loopback; no plugin may pick the reactor first."""
+    checked = ok(hilltop("transports", "--check", flags=False,
+                         relay_url="ws://127.0.0.1:9/v1").finish(60))
+    rows = {ln.split()[0]: ln for ln in checked.stdout.splitlines()[1:]}
+    for name in ("direct-tcp", "relay", "lan", "tor", "webrtc"):
+        assert "ok (checked)" in rows.get(name, ""), checked.stdout
