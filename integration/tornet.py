@@ -113,6 +113,12 @@ class TorNetwork:
             # A fixed, generous timeout is what a slow real network would give.
             ("LearnCircuitBuildTimeout", "0"),
             ("CircuitBuildTimeout", "60"),
+            # Vanguards-lite pins onion circuits' second hop to a few "layer 2" relays chosen by
+            # their flags. A young network under load flips Fast/Stable from one 10 s consensus
+            # to the next, the set keeps being emptied of "unsuitable" relays, and a client was
+            # seen never finishing bootstrap ("Failed to find node for hop #2"). With 5 relays
+            # there is nothing for vanguards to protect.
+            ("VanguardsLiteEnabled", "0"),
             *(("DirAuthority", line) for line in self.dirauths),
         ]
 
