@@ -14,7 +14,7 @@ from twisted.internet import defer
 from hilltop.errors import LocalError
 from hilltop.hints import direct_tcp_v1, relay_v1, tor_tcp_v1
 from hilltop.hookspecs import TransitSession
-from hilltop.tor import TorManager, TorSettings, parse_socks
+from hilltop.tor import TorManager, TorSettings, connect_retrying, parse_socks
 from hilltop.transports.relay import Relay
 from hilltop.transports.tor import Tor, TorRelay, public_address
 
@@ -217,3 +217,34 @@ async def test_a_service_tor_could_not_make_needs_no_removal() -> None:
     with pytest.raises(RuntimeError, match="upload"):
         await started
     await plugin.hilltop_transport_stop(s)  # no error, listener closed
+
+
+@pytest_twisted.ensureDeferred
+async def test_launched_tor_control_socket_is_retried_until_it_exists(tmp_path) -> None:
+    """txtorcon connects as soon as tor prints that it is opening the control listener, which
+    can be before the socket exists; our connector keeps trying."""
+    from twisted.internet import endpoints, reactor
+    from twisted.internet.protocol import Factory, Protocol
+
+    path = str(tmp_path / "control.socket")
+    listening = []
+    reactor.callLater(0.6, lambda: listening.append(
+        reactor.listenUNIX(path, Factory.forProtocol(Protocol))))
+    proto = await connect_retrying(reactor, endpoints.UNIXClientEndpoint(reactor, path),
+                                   Factory.forProtocol(Protocol))
+    try:
+        assert listening, "connected before anything listened?"
+    finally:
+        proto.transport.loseConnection()
+        await listening[0].stopListening()
+
+
+@pytest_twisted.ensureDeferred
+async def test_connect_retrying_gives_up() -> None:
+    from twisted.internet import endpoints, reactor
+    from twisted.internet.error import ConnectError
+    from twisted.internet.protocol import Factory, Protocol
+
+    with pytest.raises(ConnectError):
+        await connect_retrying(reactor, endpoints.UNIXClientEndpoint(reactor, "/nonexistent/s"),
+                               Factory.forProtocol(Protocol), wait=0.5)
