@@ -15,10 +15,14 @@ service or a transit relay through Tor.
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from twisted.internet import defer, endpoints
+from twisted.internet import defer, endpoints, task
+from twisted.internet.error import ConnectError
 from twisted.internet.interfaces import IStreamClientEndpoint
 from twisted.python.failure import Failure
 from zope.interface import implementer
@@ -29,6 +33,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_CONTROL_PORTS = ("tcp:127.0.0.1:9051", "tcp:127.0.0.1:9151")
 DEFAULT_SOCKS_PORTS = (("127.0.0.1", 9050), ("127.0.0.1", 9150))
+LAUNCH_CONTROL_WAIT = 30.0  # seconds a launched tor may take to open its control socket
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,7 @@ class TorManager:
         self._finding = False
         self._waiting: list[defer.Deferred[None]] = []
         self._closed = False
+        self._control_dir: str | None = None  # --launch-tor: holds our tor's control socket
 
     @property
     def socks_only(self) -> bool:
@@ -90,15 +96,13 @@ class TorManager:
                 d.callback(None)
 
     async def _find(self) -> None:
-        import txtorcon
-
         s = self.settings
         if s.socks:
             self.socks = parse_socks(s.socks)
             log.info("tor: SOCKS only at %s:%d", *self.socks)
             return
         if s.launch:
-            self.tor = await txtorcon.launch(self.reactor, progress_updates=None)
+            self.tor = await self._launch()
             self.control_endpoint = "launched"
         elif s.control_port:
             self.tor = await self._connect_control(s.control_port)
@@ -119,6 +123,32 @@ class TorManager:
         raise LocalError("Tor is not running: no control port (9051, 9151) and no SOCKS port "
                          "(9050, 9150) answers; use --launch-tor, --tor-control-port or "
                          "--tor-socks")
+
+    async def _launch(self) -> Any:
+        """Start a tor of our own (``--launch-tor``) and connect to its control socket.
+
+        txtorcon connects once, as soon as tor *prints* "Opening Control listener", which can
+        come before the socket exists; a refused first try then leaves the launch waiting
+        forever (seen on a loaded machine). So we name the socket ourselves, in a private
+        directory, and give txtorcon a connector that retries for a while.
+        """
+        import txtorcon
+
+        self._control_dir = tempfile.mkdtemp(prefix="hilltop-tor-")  # mode 0700, as tor wants
+        path = os.path.join(self._control_dir, "control.socket")
+        try:
+            return await txtorcon.launch(self.reactor, progress_updates=None,
+                                         control_port=f"unix:{path}",
+                                         connection_creator=lambda: defer.ensureDeferred(
+                                             connect_retrying(
+                                                 self.reactor,
+                                                 endpoints.UNIXClientEndpoint(self.reactor,
+                                                                              path),
+                                                 txtorcon.TorProtocolFactory())))
+        except BaseException:
+            shutil.rmtree(self._control_dir, ignore_errors=True)
+            self._control_dir = None
+            raise
 
     async def _connect_control(self, description: str) -> Any:
         import txtorcon
@@ -184,15 +214,32 @@ class TorManager:
             return
         self._closed = True
         tor, self.tor = self.tor, None
-        if tor is None:
-            return
         try:
+            if tor is None:
+                return
             if self.settings.launch:
                 await tor.quit()
             else:
                 tor.protocol.transport.loseConnection()
         except Exception:
             log.debug("closing tor", exc_info=True)
+        finally:
+            if self._control_dir is not None:
+                shutil.rmtree(self._control_dir, ignore_errors=True)
+
+
+async def connect_retrying(reactor: Any, endpoint: Any, factory: Any,
+                           wait: float = LAUNCH_CONTROL_WAIT) -> Any:
+    """``endpoint.connect(factory)``, tried again every 0.25 s while it is refused (or the
+    socket file is missing) for up to ``wait`` seconds."""
+    deadline = reactor.seconds() + wait
+    while True:
+        try:
+            return await endpoint.connect(factory)
+        except ConnectError:
+            if reactor.seconds() > deadline:
+                raise
+            await task.deferLater(reactor, 0.25, lambda: None)
 
 
 @implementer(IStreamClientEndpoint)

@@ -434,14 +434,18 @@ class Peers:
 
     def run(self, name: str, argv: list[str], *, relay_url: str,
             transit_helper: str | None = None, stdin: bytes | str | None = None,
-            cwd: Path | None = None) -> Peer:
-        """Start ``argv`` as given, in its own empty directory unless ``cwd`` is given."""
+            cwd: Path | None = None, env: dict[str, str] | None = None) -> Peer:
+        """Start ``argv`` as given, in its own empty directory unless ``cwd`` is given.
+
+        ``env`` adds to (or overrides) the environment the peers get.
+        """
         if cwd is None:
             cwd = self.workdir / f"{len(self.started)}-{name}"
             cwd.mkdir(parents=True, exist_ok=True)
         if isinstance(stdin, str):
             stdin = stdin.encode()
-        peer = Peer(name, argv, cwd, self._env(relay_url, transit_helper), stdin)
+        peer = Peer(name, argv, cwd, {**self._env(relay_url, transit_helper), **(env or {})},
+                    stdin)
         self.started.append(peer)
         return peer
 
@@ -468,7 +472,7 @@ class Peers:
 
     def hilltop(self, *args: str, flags: bool = True, relay_url: str | None = None,
                 transit_helper: str | None = None, stdin: bytes | str | None = None,
-                cwd: Path | None = None) -> Peer:
+                cwd: Path | None = None, env: dict[str, str] | None = None) -> Peer:
         """hilltop's ``wormhole --relay-url URL --transit-helper HELPER *args``.
 
         ``flags=False`` leaves the two flags out, so only the environment variables point at
@@ -478,7 +482,7 @@ class Peers:
         helper = transit_helper or self.servers.transit_helper
         head = ["--relay-url", relay, "--transit-helper", helper] if flags else []
         return self.run("hilltop", [*hilltop_command(), *head, *args], relay_url=relay,
-                        transit_helper=helper, stdin=stdin, cwd=cwd)
+                        transit_helper=helper, stdin=stdin, cwd=cwd, env=env)
 
     def kill_all(self) -> None:
         for peer in self.started:

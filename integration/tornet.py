@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import socket
 import subprocess
 import time
@@ -38,6 +39,10 @@ class Node:
         return self.datadir / "tor.log"
 
     @property
+    def info_log(self) -> Path:
+        return self.datadir / "info.log"
+
+    @property
     def control_endpoint(self) -> str:
         return f"tcp:127.0.0.1:{self.control}"
 
@@ -47,6 +52,7 @@ class TorNetwork:
         self.workdir = workdir
         self.tor = tor
         self.nodes: list[Node] = []
+        self.dirauths: list[str] = []  # DirAuthority values, known once start() made the keys
         for i in range(3):
             self.nodes.append(Node(f"auth{i}", workdir / f"auth{i}", "authority",
                                    orport=_free_port(), dirport=_free_port()))
@@ -84,23 +90,47 @@ class TorNetwork:
                 return line.split()[1]
         raise RuntimeError("tor-gencert wrote no fingerprint")
 
-    def _torrc(self, node: Node, dirauths: list[str]) -> str:
+    def network_options(self) -> list[tuple[str, str]]:
+        """The options every node needs to be part of this network (not per-node ports).
+
+        Also what a ``tor`` wrapper adds so that ``txtorcon.launch`` (``--launch-tor``) joins
+        this network (see :meth:`write_tor_wrapper`).
+        """
+        return [
+            ("TestingTorNetwork", "1"),
+            ("PathsNeededToBuildCircuits", "0.67"),
+            ("TestingDirAuthVoteGuard", "*"),
+            ("TestingDirAuthVoteHSDir", "*"),
+            ("TestingDirAuthVoteExit", "*"),
+            ("TestingMinExitFlagThreshold", "0"),
+            ("V3AuthNIntervalsValid", "2"),
+            ("AssumeReachable", "1"),
+            # Tor learns its circuit build timeout from the circuits it has built: on loopback
+            # that comes out near 50 ms, and a load spike on a shared 2-core machine then times
+            # out a service's rendezvous circuit twice, after which Tor gives up on that
+            # introduction while the client (already INTRODUCE_ACKed) waits for its SOCKS
+            # timeout. The official receiver dials our onion once, so that failed the test.
+            # A fixed, generous timeout is what a slow real network would give.
+            ("LearnCircuitBuildTimeout", "0"),
+            ("CircuitBuildTimeout", "60"),
+            # Vanguards-lite pins onion circuits' second hop to a few "layer 2" relays chosen by
+            # their flags. A young network under load flips Fast/Stable from one 10 s consensus
+            # to the next, the set keeps being emptied of "unsuitable" relays, and a client was
+            # seen never finishing bootstrap ("Failed to find node for hop #2"). With 5 relays
+            # there is nothing for vanguards to protect.
+            ("VanguardsLiteEnabled", "0"),
+            *(("DirAuthority", line) for line in self.dirauths),
+        ]
+
+    def _torrc(self, node: Node) -> str:
         lines = [
-            "TestingTorNetwork 1",
             f"DataDirectory {node.datadir}",
             f"Nickname {node.name}",
             f"ControlPort 127.0.0.1:{node.control}",
             "CookieAuthentication 1",
             f"__OwningControllerProcess {os.getpid()}",
-            "PathsNeededToBuildCircuits 0.67",
-            "TestingDirAuthVoteGuard *",
-            "TestingDirAuthVoteHSDir *",
-            "TestingDirAuthVoteExit *",
-            "TestingMinExitFlagThreshold 0",
-            "V3AuthNIntervalsValid 2",
-            "AssumeReachable 1",
             f"Log notice file {node.log}",
-            *dirauths,
+            *(f"{key} {value}" for key, value in self.network_options()),
         ]
         if node.kind in ("authority", "relay"):
             lines += ["SocksPort 0", f"ORPort 127.0.0.1:{node.orport}", "Address 127.0.0.1",
@@ -112,11 +142,13 @@ class TorNetwork:
                       "TestingV3AuthInitialVoteDelay 2", "TestingV3AuthInitialDistDelay 2",
                       "V3AuthVoteDelay 2", "V3AuthDistDelay 2"]
         if node.kind == "client":
-            lines += [f"SocksPort 127.0.0.1:{node.socks}"]
+            # info-level logs of the clients explain a failed onion connection (rendezvous,
+            # introduction) when a test fails; a few MB per run
+            lines += [f"SocksPort 127.0.0.1:{node.socks}", f"Log info file {node.info_log}"]
         return "\n".join(lines) + "\n"
 
     def start(self) -> None:
-        dirauths = []
+        dirauths = self.dirauths
         for node in self.nodes:
             node.datadir.mkdir(mode=0o700, parents=True)
         for node in self.nodes:
@@ -124,11 +156,11 @@ class TorNetwork:
                 continue
             v3ident = self._authority_keys(node)
             fpr = self._fingerprint(node)
-            dirauths.append(f"DirAuthority {node.name} orport={node.orport} no-v2 "
+            dirauths.append(f"{node.name} orport={node.orport} no-v2 "
                             f"v3ident={v3ident} 127.0.0.1:{node.dirport} {fpr}")
         for node in self.nodes:
             torrc = node.datadir / "torrc"
-            torrc.write_text(self._torrc(node, dirauths))
+            torrc.write_text(self._torrc(node))
             out = open(node.datadir / "stdout.txt", "wb")  # noqa: SIM115
             node.proc = subprocess.Popen(
                 [self.tor, "-f", str(torrc), "--defaults-torrc", "NONE"],
@@ -161,6 +193,21 @@ class TorNetwork:
             if node.proc is not None:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     node.proc.wait(10)
+
+    def write_tor_wrapper(self, bindir: Path, record: Path) -> Path:
+        """A ``tor`` for the front of ``PATH`` that joins whatever starts it to this network.
+
+        ``txtorcon.launch`` (behind ``--launch-tor``) gives tor all its options on the command
+        line; the wrapper appends :meth:`network_options` and execs the real tor, after noting
+        its PID and arguments in ``record`` so a test can tell the launch went through it.
+        """
+        extra = " ".join(f"--{key} {shlex.quote(value)}" for key, value in self.network_options())
+        script = bindir / "tor"
+        script.write_text("#!/bin/sh\n"
+                          f'echo "$$ $*" >> {shlex.quote(str(record))}\n'
+                          f'exec {shlex.quote(self.tor)} "$@" {extra}\n')
+        script.chmod(0o755)
+        return script
 
     # -- control port --------------------------------------------------------------------------
     def control(self, node: Node, *commands: str) -> list[str]:

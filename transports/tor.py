@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from twisted.internet import defer
 from twisted.internet.protocol import Factory
+from twisted.python.failure import Failure
 
 from hilltop.hints import direct_tcp_v1, relay_v1, tor_tcp_v1
 from hilltop.hookspecs import TransitSession, TransportInfo, hookimpl
@@ -118,7 +120,7 @@ class Tor:
 
     def __init__(self) -> None:
         self._sessions = _Sessions()
-        self._services: dict[int, tuple[Any, Any]] = {}  # id(session) -> (onion, port)
+        self._services: dict[int, _Service] = {}  # by id(session)
 
     @hookimpl
     def hilltop_transport_info(self) -> TransportInfo:
@@ -150,13 +152,13 @@ class Tor:
         factory = _OnionInboundFactory(NAME, session.offer_inbound)
         port = session.reactor.listenTCP(0, factory, interface="127.0.0.1")
         local = port.getHost().port
-        try:
-            onion = await manager.tor.create_onion_service(
-                ports=[(local, local)], private_key=txtorcon.DISCARD, version=3)
-        except BaseException:
-            await defer.maybeDeferred(port.stopListening)
-            raise
-        self._services[id(session)] = (onion, port)
+        creating = defer.maybeDeferred(manager.tor.create_onion_service,
+                                       ports=[(local, local)], private_key=txtorcon.DISCARD,
+                                       version=3)
+        # registered before we wait: whatever happens to this hook (a start timeout cancels
+        # it), the stop hook finds the service and removes it, even once Tor finishes late
+        self._services[id(session)] = _Service(port, creating)
+        onion = await _wait_without_cancelling(creating)
         host = onion.hostname
         factory.label = f"{NAME} {host}:{local}"
         log.info("tor: onion service %s:%d is up", host, local)
@@ -180,17 +182,62 @@ class Tor:
         return defer.ensureDeferred(self._stop(session))
 
     async def _stop(self, session: TransitSession) -> None:
-        got = self._services.pop(id(session), None)
+        service = self._services.pop(id(session), None)
         try:
-            if got is not None:
-                onion, port = got
-                await defer.maybeDeferred(port.stopListening)
-                try:
-                    await onion.remove()
-                except Exception:
-                    log.debug("tor: removing the onion service", exc_info=True)
+            if service is not None:
+                await defer.maybeDeferred(service.port.stopListening)
+                await _remove_when_made(service.creating)
         finally:
             await self._sessions.release(session)
+
+
+@dataclass
+class _Service:
+    """One session's onion service: the local listener and Tor's (maybe unfinished) making."""
+
+    port: Any
+    creating: defer.Deferred[Any]  # fires with the txtorcon onion once its descriptor is up
+
+
+def _wait_without_cancelling(d: defer.Deferred[Any]) -> defer.Deferred[Any]:
+    """A Deferred with ``d``'s result whose cancellation leaves ``d`` running.
+
+    Cancelling txtorcon's ``create_onion_service`` after ``ADD_ONION`` was answered would lose
+    the only handle on a service Tor keeps running; so a timed-out start abandons the wait and
+    the stop hook removes the service when it arrives.
+    """
+    waiter: defer.Deferred[Any] = defer.Deferred()
+
+    def settle(result: Any) -> Any:
+        if not waiter.called:
+            if isinstance(result, Failure):
+                waiter.errback(result)
+            else:
+                waiter.callback(result)
+        return result  # ``d`` keeps its result for the stop hook
+
+    d.addBoth(settle)
+    return waiter
+
+
+def _remove_when_made(creating: defer.Deferred[Any]) -> defer.Deferred[None]:
+    """Remove the onion service now, or as soon as Tor has made it; fires once asked (or
+    at once if Tor is still making it: the removal then follows by itself)."""
+
+    def remove(onion: Any) -> defer.Deferred[Any]:
+        d = defer.maybeDeferred(onion.remove)
+        d.addCallback(lambda _: log.info("tor: onion service %s removed", onion.hostname))
+        return d
+
+    creating.addCallback(remove)
+    # a service that never came about needs no removal; a failed DEL_ONION leaves it to Tor,
+    # which drops it with our control connection
+    creating.addErrback(lambda f: log.debug("tor: onion service not removed: %s", f.value))
+    if not creating.called:
+        return defer.succeed(None)
+    done: defer.Deferred[None] = defer.Deferred()
+    creating.addBoth(lambda _: done.callback(None))
+    return done
 
 
 class TorRelay:

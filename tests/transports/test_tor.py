@@ -1,9 +1,11 @@
 """The tor transport without a Tor: what it declines, what it would dial, finding SOCKS.
 
-End-to-end runs on a private Tor network are in ``integration/test_tor.py``.
+End-to-end runs on a private Tor network are in ``integration/test_tor_network.py``.
 """
 
 from __future__ import annotations
+
+import socket
 
 import pytest
 import pytest_twisted
@@ -12,7 +14,7 @@ from twisted.internet import defer
 from hilltop.errors import LocalError
 from hilltop.hints import direct_tcp_v1, relay_v1, tor_tcp_v1
 from hilltop.hookspecs import TransitSession
-from hilltop.tor import TorManager, TorSettings, parse_socks
+from hilltop.tor import TorManager, TorSettings, connect_retrying, parse_socks
 from hilltop.transports.relay import Relay
 from hilltop.transports.tor import Tor, TorRelay, public_address
 
@@ -118,3 +120,131 @@ def test_cli_only_one_way_to_find_tor() -> None:
     result = CliRunner().invoke(cli, ["send", "--launch-tor", "--tor-socks", "127.0.0.1:9050",
                                       "--text", "hi"])
     assert result.exit_code == 2 and "only one of" in result.output
+
+
+# --------------------------------------------------------------------------- onion lifecycle
+
+class FakeOnion:
+    hostname = "a" * 56 + ".onion"
+
+    def __init__(self) -> None:
+        self.removed = 0
+
+    def remove(self) -> defer.Deferred[None]:
+        self.removed += 1
+        return defer.succeed(None)
+
+
+class FakeTor:
+    """Stands in for txtorcon.Tor: the test decides when (and whether) the service is made."""
+
+    def __init__(self) -> None:
+        self.creating: defer.Deferred[FakeOnion] = defer.Deferred()
+        self.asked: list[dict] = []
+
+    def create_onion_service(self, **kwargs) -> defer.Deferred[FakeOnion]:
+        self.asked.append(kwargs)
+        return self.creating
+
+
+class FakeManager:
+    socks_only = False
+
+    def __init__(self) -> None:
+        self.tor = FakeTor()
+
+    def ready(self) -> defer.Deferred[None]:
+        return defer.succeed(None)
+
+
+def tor_session(reactor, manager: FakeManager) -> TransitSession:
+    return session(reactor, tor=True, options={"tor": {"manager": manager}})
+
+
+def refuses(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+@pytest_twisted.ensureDeferred
+async def test_onion_service_is_ephemeral_and_removed_at_stop() -> None:
+    import txtorcon
+    from twisted.internet import reactor
+
+    manager, onion = FakeManager(), FakeOnion()
+    s = tor_session(reactor, manager)
+    plugin = Tor()
+    started = plugin.hilltop_transport_start(s)
+    manager.tor.creating.callback(onion)
+    hints = await started
+    assert [h.hostname for h in hints] == [onion.hostname]
+    asked = manager.tor.asked[0]
+    assert asked["private_key"] is txtorcon.DISCARD and asked["version"] == 3
+    assert not asked.get("detach")
+    assert not refuses(hints[0].port)
+    await plugin.hilltop_transport_stop(s)
+    assert onion.removed == 1
+    assert refuses(hints[0].port)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_service_finished_after_a_start_timeout_is_still_removed() -> None:
+    """The runner cancels a start hook that takes too long; Tor may finish the service later."""
+    from twisted.internet import reactor
+
+    manager, onion = FakeManager(), FakeOnion()
+    s = tor_session(reactor, manager)
+    plugin = Tor()
+    started = plugin.hilltop_transport_start(s)
+    started.cancel()  # what the start timeout does
+    with pytest.raises(defer.CancelledError):
+        await started
+    await plugin.hilltop_transport_stop(s)
+    assert onion.removed == 0  # nothing to remove yet
+    manager.tor.creating.callback(onion)  # Tor finishes after all
+    assert onion.removed == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_service_tor_could_not_make_needs_no_removal() -> None:
+    from twisted.internet import reactor
+
+    manager = FakeManager()
+    s = tor_session(reactor, manager)
+    plugin = Tor()
+    started = plugin.hilltop_transport_start(s)
+    manager.tor.creating.errback(RuntimeError("Failed to upload"))
+    with pytest.raises(RuntimeError, match="upload"):
+        await started
+    await plugin.hilltop_transport_stop(s)  # no error, listener closed
+
+
+@pytest_twisted.ensureDeferred
+async def test_launched_tor_control_socket_is_retried_until_it_exists(tmp_path) -> None:
+    """txtorcon connects as soon as tor prints that it is opening the control listener, which
+    can be before the socket exists; our connector keeps trying."""
+    from twisted.internet import endpoints, reactor
+    from twisted.internet.protocol import Factory, Protocol
+
+    path = str(tmp_path / "control.socket")
+    listening = []
+    reactor.callLater(0.6, lambda: listening.append(
+        reactor.listenUNIX(path, Factory.forProtocol(Protocol))))
+    proto = await connect_retrying(reactor, endpoints.UNIXClientEndpoint(reactor, path),
+                                   Factory.forProtocol(Protocol))
+    try:
+        assert listening, "connected before anything listened?"
+    finally:
+        proto.transport.loseConnection()
+        await listening[0].stopListening()
+
+
+@pytest_twisted.ensureDeferred
+async def test_connect_retrying_gives_up() -> None:
+    from twisted.internet import endpoints, reactor
+    from twisted.internet.error import ConnectError
+    from twisted.internet.protocol import Factory, Protocol
+
+    with pytest.raises(ConnectError):
+        await connect_retrying(reactor, endpoints.UNIXClientEndpoint(reactor, "/nonexistent/s"),
+                               Factory.forProtocol(Protocol), wait=0.5)
