@@ -234,7 +234,8 @@ class _DirectWriter:
 
 
 class _Spool:
-    """Exactly ``size`` bytes into a fresh hidden file, hashed as they arrive.
+    """Exactly ``size`` bytes into a fresh hidden file, hashed as they arrive (unless told
+    not to, before the first byte: see :meth:`_Sink.skip_hash`).
 
     ``write`` may be called from a worker thread (one at a time); ``data`` may be any buffer.
     """
@@ -245,7 +246,7 @@ class _Spool:
         self.durable = durable
         self.received = 0
         self.what = what
-        self._hash = hashlib.sha256()
+        self.hash: Any = hashlib.sha256()
         self.path, self._fd = _create_temp(
             directory, name, tag, lambda p: os.open(p, _OPEN_FLAGS, 0o666))
         self._closed = False
@@ -265,16 +266,19 @@ class _Spool:
                 _write_all(self._fd, data)
         except OSError as err:
             raise _io_error(err, f"writing {self.what}") from None
-        self._hash.update(data)
+        if self.hash is not None:
+            self.hash.update(data)
         self.received += len(data)
 
-    def complete(self, expected_sha256: str | None) -> str:
-        """Check the count (and hash, if known), flush to disk and close; return the hex digest."""
+    def complete(self, expected_sha256: str | None) -> str | None:
+        """Check the count (and hash, if known), flush to disk and close; return the hex digest
+        (None when not hashing)."""
         if self.received != self.size:
             raise ProtocolError(
                 f"transfer of {self.what} ended early: got {self.received} of {self.size} bytes")
-        digest = self._hash.hexdigest()
-        if expected_sha256 is not None and digest != expected_sha256.lower():
+        digest = None if self.hash is None else self.hash.hexdigest()
+        if expected_sha256 is not None and digest is not None \
+                and digest != expected_sha256.lower():
             raise ProtocolError(f"{self.what} arrived damaged: its SHA-256 does not match")
         try:
             if self._direct is not None:
@@ -317,6 +321,13 @@ class _Sink:
     def temp_path(self) -> str:
         return self._spool.path
 
+    def skip_hash(self) -> None:
+        """Do not hash what arrives: both peers agreed the records authenticate it already
+        (:func:`hilltop.records.whole_file_sha256`). Only before the first byte."""
+        if self._spool.received:
+            raise LocalError("internal error: skip_hash() after data arrived")
+        self._spool.hash = None
+
     def write(self, data: bytes) -> None:
         """Append bytes from the peer. Raises ProtocolError past the offered size."""
         self._require_open()
@@ -326,8 +337,9 @@ class _Sink:
             self.abort()
             raise
 
-    def finish(self, expected_sha256: str | None = None) -> str:
-        """Publish under the final name and return the SHA-256 (hex) of the bytes received.
+    def finish(self, expected_sha256: str | None = None) -> str | None:
+        """Publish under the final name and return the SHA-256 (hex) of the bytes received
+        (None after :meth:`skip_hash`).
 
         Raises (after cleaning up) if fewer bytes than offered arrived, if ``expected_sha256``
         is given and differs, or if something now exists at the target.
@@ -626,20 +638,27 @@ class StreamSink:
         self.size = size
         self.received = 0
         self._file = fileobj
-        self._hash = hashlib.sha256()
+        self._hash: Any = hashlib.sha256()
+
+    def skip_hash(self) -> None:
+        """As :meth:`_Sink.skip_hash`: only before the first byte."""
+        if self.received:
+            raise LocalError("internal error: skip_hash() after data arrived")
+        self._hash = None
 
     def write(self, data: bytes) -> None:
         if self.received + len(data) > self.size:
             raise ProtocolError(f"peer sent more than the {self.size} bytes it offered")
         self._file.write(data)
-        self._hash.update(data)
+        if self._hash is not None:
+            self._hash.update(data)
         self.received += len(data)
 
-    def finish(self, expected_sha256: str | None = None) -> str:
+    def finish(self, expected_sha256: str | None = None) -> str | None:
         if self.received != self.size:
             raise ProtocolError(f"stream ended after {self.received} of {self.size} bytes")
-        digest = self._hash.hexdigest()
-        if expected_sha256 is not None and expected_sha256 != digest:
+        digest = None if self._hash is None else self._hash.hexdigest()
+        if expected_sha256 is not None and digest is not None and expected_sha256 != digest:
             raise ProtocolError("received bytes do not match the expected SHA-256")
         return digest
 

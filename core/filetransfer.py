@@ -99,8 +99,12 @@ async def send_source(
     *,
     on_connected: Callable[[str], None] = lambda _: None,
     progress: Progress = lambda _: None,
-) -> str:
-    """Offer ``source`` to the peer and stream it; returns the SHA-256 both sides agreed on."""
+) -> str | None:
+    """Offer ``source`` to the peer and stream it.
+
+    Returns the SHA-256 (hex) both sides agreed on, or None when both are hilltop and agreed
+    to skip it (:data:`capabilities.UNHASHED_ACK`: the records already authenticate it all).
+    """
     runner = make_runner(reactor, w, "sender", options)
     try:
         hints = await runner.our_hints()
@@ -110,8 +114,8 @@ async def send_source(
         conn = await runner.connect(parse_peer_hints(runner, peer_transit))
         try:
             on_connected(conn.description)
-            digest = await _stream(reactor, conn, source, progress,
-                                   await _record_size(w))
+            size, hashed = await _negotiate(w)
+            digest = await _stream(reactor, conn, source, progress, size, hashed)
             try:
                 ack = await conn.receive_record()
             except TransitError:
@@ -126,11 +130,14 @@ async def send_source(
         await runner.stop()
 
 
-async def _record_size(w: Wormhole) -> int:
-    """Big records only when both sides advertised them (see :func:`records.record_size`)."""
+async def _negotiate(w: Wormhole) -> tuple[int, bool]:
+    """(record size, whether to hash the whole file), from both sides' features.
+
+    The rules are :func:`records.record_size` and :func:`records.whole_file_sha256`.
+    """
     ours = capabilities.from_app_versions(w.app_versions).features
     peer = capabilities.from_app_versions(await w.get_peer_versions())
-    return records.record_size(ours, peer)
+    return records.record_size(ours, peer), records.whole_file_sha256(ours, peer)
 
 
 async def _await_answer(w: Wormhole) -> transfer.TransitMsg:
@@ -165,11 +172,11 @@ class _SourceProducer:
     """
 
     def __init__(self, reactor: Any, conn: TransitConnection, source: Source,
-                 progress: Progress, record_size: int) -> None:
+                 progress: Progress, record_size: int, hashed: bool = True) -> None:
         self._conn = conn
         self._source = source
         self._progress = progress
-        self._hash = hashlib.sha256()
+        self._hash = hashlib.sha256() if hashed else None
         self._record_size = record_size
         self._buffer = memoryview(bytearray(record_size))
         per_batch = max(1, _BATCH_BYTES // record_size)
@@ -178,7 +185,7 @@ class _SourceProducer:
         self._ready: deque[tuple[bytes, int]] = deque()
         self._paused = False
         self._eof = False
-        self.done: defer.Deferred[str] = defer.Deferred()
+        self.done: defer.Deferred[str | None] = defer.Deferred()
         self._worker = OrderedWorker(reactor, self._next_record, self._sealed, self._finish,
                                      name="hilltop-send")
 
@@ -191,7 +198,8 @@ class _SourceProducer:
             if not n:
                 break
             chunk = self._buffer[:n]
-            self._hash.update(chunk)
+            if self._hash is not None:
+                self._hash.update(chunk)
             used += len(self._sealer.seal_into(chunk, self._batch[used:]))
             plain += n
         if not plain:
@@ -253,15 +261,15 @@ class _SourceProducer:
             return
         self._conn.unregisterProducer()
         if error is None:
-            self.done.callback(self._hash.hexdigest())
+            self.done.callback(None if self._hash is None else self._hash.hexdigest())
         else:
             self.done.errback(error)
 
 
 async def _stream(reactor: Any, conn: TransitConnection, source: Source,
-                  progress: Progress, record_size: int) -> str:
+                  progress: Progress, record_size: int, hashed: bool = True) -> str | None:
     _calm_gc()
-    producer = _SourceProducer(reactor, conn, source, progress, record_size)
+    producer = _SourceProducer(reactor, conn, source, progress, record_size, hashed)
     lost = conn.when_closed()
     conn.registerProducer(producer, True)
     lost.addCallback(lambda _: producer.stopProducing())
@@ -282,7 +290,12 @@ def _calm_gc() -> None:
     gc.freeze()
 
 
-def _check_ack(record: bytes, digest: str) -> None:
+def _check_ack(record: bytes, digest: str | None) -> None:
+    """The receiver's final record: ``{"ack": "ok"}``, with ``sha256`` unless both skip it.
+
+    Official senders treat ``sha256`` as optional and so do we; when we did not hash there
+    is nothing to compare it with.
+    """
     try:
         ack = json.loads(record.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
@@ -290,7 +303,7 @@ def _check_ack(record: bytes, digest: str) -> None:
     if not isinstance(ack, dict) or ack.get("ack") != "ok":
         raise TransferError(f"the receiver did not confirm the transfer: {ack!r}")
     theirs = ack.get("sha256")
-    if theirs is not None and theirs != digest:
+    if digest is not None and theirs is not None and theirs != digest:
         raise TransferError("the receiver got different bytes than we sent (SHA-256 mismatch)")
 
 
@@ -356,10 +369,17 @@ async def receive_into(
     *,
     on_connected: Callable[[str], None] = lambda _: None,
     progress: Progress = lambda _: None,
-) -> str:
-    """Accept the offer already checked by the caller, receive ``size`` bytes into ``sink``."""
+) -> str | None:
+    """Accept the offer already checked by the caller, receive ``size`` bytes into ``sink``.
+
+    Returns the SHA-256 (hex) of what arrived, or None when both sides skip it (see
+    :func:`records.whole_file_sha256`).
+    """
     runner = make_runner(reactor, w, "receiver", options)
     try:
+        _size, hashed = await _negotiate(w)
+        if not hashed:
+            sink.skip_hash()
         hints = await runner.our_hints()
         w.send_message(transit_message(runner, hints))
         w.send_message(transfer.Answer(transfer.FILE_ACK).to_wire())
@@ -368,7 +388,7 @@ async def receive_into(
             on_connected(conn.description)
             await _RecordSink(reactor, conn, sink, size, progress).run()
             digest = sink.finish()
-            conn.send_record(json.dumps({"ack": "ok", "sha256": digest}).encode("utf-8"))
+            conn.send_record(_ack(digest))
             return digest
         finally:
             await conn.close()
@@ -377,6 +397,14 @@ async def receive_into(
         raise
     finally:
         await runner.stop()
+
+
+def _ack(digest: str | None) -> bytes:
+    """The receiver's final record; official receivers always include ``sha256``."""
+    ack: dict[str, str] = {"ack": "ok"}
+    if digest is not None:
+        ack["sha256"] = digest
+    return json.dumps(ack).encode("utf-8")
 
 
 # Sealed bytes handed to the worker but not yet written; past this, stop reading the socket.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import os
 import threading
 from pathlib import Path
@@ -16,7 +17,8 @@ import pytest
 import pytest_twisted
 from twisted.internet import defer
 
-from hilltop import filesink, filetransfer, records
+from hilltop import capabilities, filesink, filetransfer, records
+from hilltop.errors import LocalError, TransferError
 from hilltop.filesink import FileSink
 from hilltop.filesource import FileSource
 from hilltop.hints import parse_hints
@@ -92,26 +94,31 @@ async def connected_pair(reactor):
     return s, r, cs, cr
 
 
-@pytest.mark.parametrize("record_size", [records.V1_RECORD_SIZE, records.BIG_RECORD_SIZE])
+@pytest.mark.parametrize(("record_size", "hashed"), [
+    (records.V1_RECORD_SIZE, True), (records.BIG_RECORD_SIZE, True),
+    (records.BIG_RECORD_SIZE, False)])
 @pytest_twisted.ensureDeferred
-async def test_file_crosses_intact(tmp_path: Path, record_size: int) -> None:
+async def test_file_crosses_intact(tmp_path: Path, record_size: int, hashed: bool) -> None:
     from twisted.internet import reactor
 
     data = os.urandom(3 * records.BIG_RECORD_SIZE + 12345)
     (tmp_path / "src").write_bytes(data)
     s, r, cs, cr = await connected_pair(reactor)
     sink = FileSink(str(tmp_path / "dst"), len(data))
+    if not hashed:
+        sink.skip_hash()
     moved: list[int] = []
     with open(tmp_path / "src", "rb") as f:
         source = FileSource(FileOffer("src", len(data)), str(tmp_path / "src"), f)
         sent, _ = await defer.gatherResults([
             defer.ensureDeferred(filetransfer._stream(reactor, cs, source, moved.append,
-                                                      record_size)),
+                                                      record_size, hashed)),
             defer.ensureDeferred(
                 filetransfer._RecordSink(reactor, cr, sink, len(data), lambda _n: None).run()),
         ])
     digest = sink.finish()
-    assert sent == digest == hashlib.sha256(data).hexdigest()
+    expected = hashlib.sha256(data).hexdigest() if hashed else None
+    assert sent == digest == expected
     assert (tmp_path / "dst").read_bytes() == data
     assert sum(moved) == len(data)
     # ordinary records still work afterwards, with the nonce counts carried on
@@ -140,6 +147,59 @@ async def test_sender_closing_midway_is_reported(tmp_path: Path) -> None:
     assert os.listdir(tmp_path) == []
     await s.stop()
     await r.stop()
+
+
+# --- what the two sides negotiate, and the final ack --------------------------------------------
+class FakeWormhole:
+    """Just the two things :func:`filetransfer._negotiate` reads."""
+
+    def __init__(self, ours: dict, theirs: dict) -> None:
+        self.app_versions = ours
+        self._theirs = theirs
+
+    async def get_peer_versions(self) -> dict:
+        return self._theirs
+
+
+HILLTOP = capabilities.advertisement("0.1.0", [], capabilities.FEATURES)
+OFFICIAL: dict = {}  # what official 0.24 and wormhole-william send
+
+
+@pytest.mark.parametrize(("ours", "theirs", "expected"), [
+    (HILLTOP, HILLTOP, (records.BIG_RECORD_SIZE, False)),  # hilltop <-> hilltop: no hash
+    (HILLTOP, OFFICIAL, (records.V1_RECORD_SIZE, True)),  # hilltop sending to official
+    (OFFICIAL, HILLTOP, (records.V1_RECORD_SIZE, True)),  # a hilltop that looks official
+])
+@pytest_twisted.ensureDeferred
+async def test_negotiation_both_ways(ours: dict, theirs: dict, expected: tuple) -> None:
+    assert await filetransfer._negotiate(FakeWormhole(ours, theirs)) == expected
+    assert await filetransfer._negotiate(FakeWormhole(theirs, ours)) == expected
+
+
+def test_ack_carries_sha256_only_when_hashed() -> None:
+    assert json.loads(filetransfer._ack("ab" * 32)) == {"ack": "ok", "sha256": "ab" * 32}
+    assert json.loads(filetransfer._ack(None)) == {"ack": "ok"}
+    filetransfer._check_ack(filetransfer._ack(None), None)
+    filetransfer._check_ack(filetransfer._ack("ab" * 32), "ab" * 32)
+    filetransfer._check_ack(filetransfer._ack(None), "ab" * 32)  # optional, as for official
+    with pytest.raises(TransferError, match="SHA-256 mismatch"):
+        filetransfer._check_ack(filetransfer._ack("cd" * 32), "ab" * 32)
+    with pytest.raises(TransferError):
+        filetransfer._check_ack(b'{"ack": "no"}', None)
+
+
+def test_skip_hash_only_before_data(tmp_path: Path) -> None:
+    sink = FileSink(str(tmp_path / "f"), 6)
+    sink.skip_hash()
+    sink.write(b"abc")
+    sink.write(b"def")
+    assert sink.finish() is None
+    assert (tmp_path / "f").read_bytes() == b"abcdef"
+    late = FileSink(str(tmp_path / "g"), 6)
+    late.write(b"abc")
+    with pytest.raises(LocalError):
+        late.skip_hash()
+    late.abort()
 
 
 # --- O_DIRECT sink ------------------------------------------------------------------------------
