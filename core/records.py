@@ -147,7 +147,7 @@ class RecordOpener:
         self._box = SecretBox(self._key) if _lib is None else None
         self.expected = 0
 
-    def open(self, frame: Any, out: bytearray | None = None) -> Any:
+    def open(self, frame: Any, out: bytearray | memoryview | None = None) -> Any:
         """The plaintext of ``frame``; written into ``out`` (returned as a memoryview slice)
         when given and big enough, else a new bytes object."""
         size = len(frame)
