@@ -185,6 +185,8 @@ class Bench:
             want = sum(len(f) for _, _, f in os.walk(sent))
             if count != want:
                 raise SystemExit(f"received {count} of {want} files")
+            if os.environ.get("BENCH_CMP"):
+                subprocess.run(["diff", "-rq", str(sent), str(got)], check=True)
 
 
 def make_file(path: Path, size: int, sparse: bool) -> Path:

@@ -42,6 +42,7 @@ from hilltop.errors import (
     ProtocolError,
     RejectedError,
 )
+from hilltop.memory import Trimmer, trim
 from hilltop.transfer import MAX_NAME_BYTES, DirectoryOffer
 
 T = TypeVar("T")
@@ -417,14 +418,19 @@ def _appeared(target: str) -> RejectedError:
     return RejectedError(f"{target!r} appeared while receiving; refusing to overwrite it")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Entry:
-    """One checked zip member: where it goes (relative parts) and the mode to give it."""
+    """One checked zip member: where it goes (its cleaned ``/``-separated relative path) and
+    the mode to give it. Slotted, one string per path: a received tree may hold very many."""
 
     info: zipfile.ZipInfo
-    parts: tuple[str, ...]
+    path: str
     is_dir: bool
     mode: int | None
+
+    @property
+    def parts(self) -> list[str]:
+        return self.path.split("/")
 
 
 class DirectorySink(_Sink):
@@ -453,6 +459,7 @@ class DirectorySink(_Sink):
             raise _bad_zip(err) from None
         except OSError as err:
             raise _io_error(err, f"reading the zip of {self._name!r}") from None
+        trim()  # what receiving freed, before the central directory is read in
         with zf:
             entries = check_entries(zf.infolist(), self.offer)
             self._extract_dir, _ = _create_temp(
@@ -507,9 +514,12 @@ def check_entries(infos: list[zipfile.ZipInfo], offer: DirectoryOffer) -> list[_
     senders add for an empty directory. Raises :class:`ProtocolError` naming the first bad one.
     """
     entries: list[_Entry] = []
-    seen: dict[tuple[str, ...], tuple[tuple[str, ...], bool]] = {}
-    file_keys: set[tuple[str, ...]] = set()
-    dir_keys: set[tuple[str, ...]] = set()
+    # Keys are the path normalised and case-folded, one string each (not tuples of parts:
+    # tens of thousands of entries must not cost tens of MB); seen maps a key to the path
+    # that claimed it, with a trailing "/" for a folder.
+    seen: dict[str, str] = {}
+    file_keys: set[str] = set()
+    dir_keys: set[str] = set()
     numfiles = numbytes = 0
     for info in infos:
         name = info.filename
@@ -526,18 +536,24 @@ def check_entries(infos: list[zipfile.ZipInfo], offer: DirectoryOffer) -> list[_
             if is_dir:
                 continue  # "./": the directory itself
             raise _refuse(name, "has an empty name")
+        path = "/".join(parts)
         # Case-insensitive disks (macOS, Windows) would merge these, so they count as one.
-        key = tuple(unicodedata.normalize("NFC", part).casefold() for part in parts)
+        # ("/" neither composes nor folds, so normalising the joined path equals doing it
+        # part by part.)
+        key = unicodedata.normalize("NFC", path).casefold()
         if key in seen:
-            earlier, earlier_is_dir = seen[key]
-            if earlier_is_dir != is_dir:
+            earlier = seen[key]
+            if earlier.endswith("/") != is_dir:
                 raise _refuse(name, "is both a file and a folder")
-            if earlier == parts:
+            if earlier.rstrip("/") == path:
                 raise _refuse(name, "appears twice")
-            raise _refuse(name, f"clashes with {ascii('/'.join(earlier))} (one name on "
+            raise _refuse(name, f"clashes with {ascii(earlier.rstrip('/'))} (one name on "
                                 "case-insensitive or Unicode-normalising disks)")
-        seen[key] = (parts, is_dir)
-        dir_keys.update(key[:i] for i in range(1, len(key)))
+        seen[key] = path + "/" if is_dir else path
+        slash = key.find("/")
+        while slash >= 0:
+            dir_keys.add(key[:slash])
+            slash = key.find("/", slash + 1)
         if is_dir:
             dir_keys.add(key)
         else:
@@ -546,10 +562,10 @@ def check_entries(infos: list[zipfile.ZipInfo], offer: DirectoryOffer) -> list[_
             numbytes += info.file_size
         perms = info.external_attr >> 16 & 0o777
         mode = perms if info.create_system == 3 and perms else None
-        entries.append(_Entry(info, parts, is_dir, mode))
+        entries.append(_Entry(info, path, is_dir, mode))
     clash = file_keys & dir_keys
     if clash:
-        shown = "/".join(sorted(clash)[0])
+        shown = sorted(clash)[0]
         raise ProtocolError(
             f"refusing the received folder: {ascii(shown)} is both a file and a folder")
     if numbytes > _slack(offer.numbytes, 1024 * 1024):
@@ -587,9 +603,10 @@ def _safe_parts(name: str) -> tuple[str, ...]:
 def _extract(zf: zipfile.ZipFile, entries: list[_Entry], root: str) -> None:
     """Create every checked entry under ``root`` (a fresh directory that only we write to)."""
     dirs: list[tuple[str, int]] = []
+    trimmer = Trimmer()  # one buffer per file: keep the heap from fragmenting
     for entry in entries:
         path = os.path.join(root, *entry.parts)
-        where = "/".join(entry.parts)
+        where = entry.path
         try:
             if entry.is_dir:
                 os.makedirs(path, 0o777, exist_ok=True)
@@ -602,6 +619,7 @@ def _extract(zf: zipfile.ZipFile, entries: list[_Entry], root: str) -> None:
                 _copy_member(zf, entry.info, fd)
             finally:
                 os.close(fd)
+            trimmer.moved(entry.info.file_size)
             if entry.mode is not None:
                 os.chmod(path, entry.mode)
         except OSError as err:
