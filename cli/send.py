@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -16,8 +16,10 @@ from hilltop.cli.progress import progress_bar
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
 from hilltop.cli.transitopts import lan_flags, transit_flags, transit_options
 from hilltop.errors import LocalError, TransferError
-from hilltop.filesource import Source, open_source
 from hilltop.lan import lan_interfaces
+
+if TYPE_CHECKING:  # imported where a file is sent: a text message needs none of it
+    from hilltop.filesource import Source
 
 VERIFY_REJECTED = "sender rejected verification check, abandoned transfer"
 
@@ -58,6 +60,8 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
                       options: filetransfer.TransitOptions, receive_command: str) -> int:
         source = None
         if what is not None:
+            from hilltop.filesource import open_source  # zipstream: only to send a file
+
             source = open_source(what, skip_unsendable=ignore_unsendable_files)
         if source is not None:
             with source:

@@ -17,18 +17,19 @@ import os
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer
 
 from hilltop import capabilities, records, transfer
-from hilltop.api import Wormhole
 from hilltop.errors import ProtocolError, TransferError, TransitError
-from hilltop.filesink import DirectorySink, FileSink, StreamSink
-from hilltop.filesource import Source
-from hilltop.hints import hints_to_wire, parse_hints, parse_transit_helper
-from hilltop.pipeline import OrderedWorker
-from hilltop.runner import TransitConnection, TransitRunner
+
+if TYPE_CHECKING:  # the transit machinery is imported when a transfer starts, not before:
+    # the CLI imports this module for TransitOptions, and a text message needs none of it
+    from hilltop.api import Wormhole
+    from hilltop.filesink import DirectorySink, FileSink, StreamSink
+    from hilltop.filesource import Source
+    from hilltop.runner import TransitConnection, TransitRunner
 
 Progress = Callable[[int], None]
 """Called with the number of bytes just moved."""
@@ -57,7 +58,9 @@ def transit_key(w: Wormhole) -> bytes:
 
 
 def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions) -> TransitRunner:
+    from hilltop.hints import parse_transit_helper
     from hilltop.plugins import load_configured
+    from hilltop.runner import TransitRunner
 
     transports = load_configured(list(options.transports) if options.transports else None,
                                  no_plugins=options.no_plugins)
@@ -81,10 +84,14 @@ def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions) -
 
 def parse_peer_hints(runner: TransitRunner, msg: transfer.TransitMsg) -> list[Any]:
     """The peer's hints, keeping third-party hint types a loaded transport claims."""
+    from hilltop.hints import parse_hints
+
     return parse_hints(list(msg.hints), runner.transports.hint_types())
 
 
 def transit_message(runner: TransitRunner, hints: Sequence[Any]) -> bytes:
+    from hilltop.hints import hints_to_wire
+
     types = dict.fromkeys(t for lt in runner.transports.loaded for t in lt.info.hint_types)
     abilities = [{"type": t} for t in types]
     return transfer.TransitMsg(tuple(abilities), tuple(hints_to_wire(hints))).to_wire()
@@ -186,6 +193,8 @@ class _SourceProducer:
         self._paused = False
         self._eof = False
         self.done: defer.Deferred[str | None] = defer.Deferred()
+        from hilltop.pipeline import OrderedWorker
+
         self._worker = OrderedWorker(reactor, self._next_record, self._sealed, self._finish,
                                      name="hilltop-send")
 
@@ -349,6 +358,8 @@ def plan_target(offer: transfer.FileOffer | transfer.DirectoryOffer, output: str
 
 def open_sink(offer: transfer.FileOffer | transfer.DirectoryOffer,
               target: str) -> FileSink | DirectorySink:
+    from hilltop.filesink import DirectorySink, FileSink
+
     if isinstance(offer, transfer.FileOffer):
         return FileSink(target, offer.filesize)
     return DirectorySink(target, offer)
@@ -432,6 +443,8 @@ class _RecordSink:
         self._paused = False
         self._broken = False  # the connection is gone
         self._done: defer.Deferred[None] = defer.Deferred()
+        from hilltop.pipeline import OrderedWorker
+
         self._worker = OrderedWorker(reactor, self._open_and_write, self._wrote, self._fail,
                                      name="hilltop-receive")
 
