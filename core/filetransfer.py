@@ -388,9 +388,11 @@ async def receive_into(
     """
     runner = make_runner(reactor, w, "receiver", options)
     try:
-        _size, hashed = await _negotiate(w)
+        record_size, hashed = await _negotiate(w)
         if not hashed:
             sink.skip_hash()
+        if record_size < records.BIG_RECORD_SIZE:  # a v1 sender: see without_direct_io
+            sink.without_direct_io()
         hints = await runner.our_hints()
         w.send_message(transit_message(runner, hints))
         w.send_message(transfer.Answer(transfer.FILE_ACK).to_wire())

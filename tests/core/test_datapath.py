@@ -217,6 +217,33 @@ def test_direct_writes_odd_sizes(tmp_path: Path, monkeypatch) -> None:
     assert (tmp_path / "f").read_bytes() == data
 
 
+def test_direct_io_is_chosen_at_the_first_write_and_can_be_declined(tmp_path: Path,
+                                                                     monkeypatch) -> None:
+    monkeypatch.setattr(filesink, "DIRECT_MIN_SIZE", 0)
+    opened: list[int] = []
+    real_open = filesink._DirectWriter.open
+    monkeypatch.setattr(filesink._DirectWriter, "open",
+                        classmethod(lambda cls, fd: (opened.append(fd), real_open(fd))[1]))
+    data = os.urandom(3 * 4096 + 5)
+    direct = FileSink(str(tmp_path / "direct"), len(data))
+    assert opened == []  # not at creation: the caller may still decline
+    direct.write(data[:4096])
+    assert len(opened) == 1
+    direct.write(data[4096:])
+    direct.finish()
+    plain = FileSink(str(tmp_path / "plain"), len(data))
+    plain.without_direct_io()
+    plain.write(data)
+    assert len(opened) == 1 and plain._spool._direct is None
+    plain.finish()
+    assert (tmp_path / "direct").read_bytes() == (tmp_path / "plain").read_bytes() == data
+    late = FileSink(str(tmp_path / "late"), len(data))
+    late.write(data[:10])
+    with pytest.raises(LocalError):
+        late.without_direct_io()
+    late.abort()
+
+
 def test_direct_falls_back_when_the_filesystem_refuses(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(filesink, "DIRECT_MIN_SIZE", 0)
     monkeypatch.setattr(filesink, "DIRECT_CHUNK", 4096)
