@@ -391,7 +391,8 @@ async def receive_into(
         record_size, hashed = await _negotiate(w)
         if not hashed:
             sink.skip_hash()
-        if record_size < records.BIG_RECORD_SIZE:  # a v1 sender: see without_direct_io
+        v1_sender = record_size < records.BIG_RECORD_SIZE
+        if v1_sender:  # paced by a single-threaded sender: see without_direct_io
             sink.without_direct_io()
         hints = await runner.our_hints()
         w.send_message(transit_message(runner, hints))
@@ -399,7 +400,7 @@ async def receive_into(
         conn = await runner.connect(parse_peer_hints(runner, peer_transit))
         try:
             on_connected(conn.description)
-            await _RecordSink(reactor, conn, sink, size, progress).run()
+            await _RecordSink(reactor, conn, sink, size, progress, inline=v1_sender).run()
             digest = sink.finish()
             conn.send_record(_ack(digest))
             return digest
@@ -428,11 +429,17 @@ _POOLED = 4
 
 class _RecordSink:
     """Receives ``size`` bytes: the reactor splits frames, a worker thread opens, hashes and
-    writes them. Reading the socket pauses while :data:`_RECEIVE_AHEAD` bytes wait."""
+    writes them. Reading the socket pauses while :data:`_RECEIVE_AHEAD` bytes wait.
+
+    ``inline=True`` does that work on the reactor thread instead (:class:`InlineWorker`):
+    for a v1 sender, which is single-threaded and keeps one core busy by itself. Against
+    official 0.24 it used less CPU than the worker thread in 6 of 6 A/B runs of 1 GiB
+    (3.7-4.3 s against 4.2-5.1 s) and finished sooner in 4 of 6.
+    """
 
     def __init__(self, reactor: Any, conn: TransitConnection,
                  sink: FileSink | DirectorySink | StreamSink, size: int,
-                 progress: Progress) -> None:
+                 progress: Progress, *, inline: bool = False) -> None:
         self._conn = conn
         self._sink = sink
         self._size = size
@@ -445,9 +452,10 @@ class _RecordSink:
         self._paused = False
         self._broken = False  # the connection is gone
         self._done: defer.Deferred[None] = defer.Deferred()
-        from hilltop.pipeline import OrderedWorker
+        from hilltop.pipeline import InlineWorker, OrderedWorker
 
-        self._worker = OrderedWorker(reactor, self._open_and_write, self._wrote, self._fail,
+        kind = InlineWorker if inline else OrderedWorker
+        self._worker = kind(reactor, self._open_and_write, self._wrote, self._fail,
                                      name="hilltop-receive")
 
     async def run(self) -> None:

@@ -80,6 +80,31 @@ async def test_worker_error_stops_later_items() -> None:
     assert seen == [0, 1, 2]
 
 
+@pytest_twisted.ensureDeferred
+async def test_inline_worker_keeps_the_same_contract() -> None:
+    from twisted.internet import reactor
+
+    from hilltop.pipeline import InlineWorker
+
+    seen: list[int] = []
+    errors: list[BaseException] = []
+
+    def work(n: int) -> int:
+        if n == 3:
+            raise ValueError("boom")
+        return n * 2
+
+    worker = InlineWorker(reactor, work, seen.append, errors.append)
+    for i in range(3):
+        worker.submit(i)
+    assert seen == [0, 2, 4] and worker.pending == 0  # delivered at once, in order
+    worker.submit(3)
+    assert isinstance(errors[0], ValueError) and worker.pending == 0
+    with pytest.raises(RuntimeError):
+        worker.submit(4)  # stopped by the error, as the threaded worker drops later items
+    await worker.stop()
+
+
 # --- end to end over loopback -------------------------------------------------------------------
 async def connected_pair(reactor):
     def runner(role, **kw):
@@ -94,11 +119,12 @@ async def connected_pair(reactor):
     return s, r, cs, cr
 
 
-@pytest.mark.parametrize(("record_size", "hashed"), [
-    (records.V1_RECORD_SIZE, True), (records.BIG_RECORD_SIZE, True),
-    (records.BIG_RECORD_SIZE, False)])
+@pytest.mark.parametrize(("record_size", "hashed", "inline"), [
+    (records.V1_RECORD_SIZE, True, False), (records.V1_RECORD_SIZE, True, True),
+    (records.BIG_RECORD_SIZE, True, False), (records.BIG_RECORD_SIZE, False, False)])
 @pytest_twisted.ensureDeferred
-async def test_file_crosses_intact(tmp_path: Path, record_size: int, hashed: bool) -> None:
+async def test_file_crosses_intact(tmp_path: Path, record_size: int, hashed: bool,
+                                   inline: bool) -> None:
     from twisted.internet import reactor
 
     data = os.urandom(3 * records.BIG_RECORD_SIZE + 12345)
@@ -114,7 +140,8 @@ async def test_file_crosses_intact(tmp_path: Path, record_size: int, hashed: boo
             defer.ensureDeferred(filetransfer._stream(reactor, cs, source, moved.append,
                                                       record_size, hashed)),
             defer.ensureDeferred(
-                filetransfer._RecordSink(reactor, cr, sink, len(data), lambda _n: None).run()),
+                filetransfer._RecordSink(reactor, cr, sink, len(data), lambda _n: None,
+                                         inline=inline).run()),
         ])
     digest = sink.finish()
     expected = hashlib.sha256(data).hexdigest() if hashed else None
@@ -132,8 +159,9 @@ async def test_file_crosses_intact(tmp_path: Path, record_size: int, hashed: boo
     await r.stop()
 
 
+@pytest.mark.parametrize("inline", [False, True])
 @pytest_twisted.ensureDeferred
-async def test_sender_closing_midway_is_reported(tmp_path: Path) -> None:
+async def test_sender_closing_midway_is_reported(tmp_path: Path, inline: bool) -> None:
     from twisted.internet import reactor
 
     s, r, cs, cr = await connected_pair(reactor)
@@ -142,7 +170,7 @@ async def test_sender_closing_midway_is_reported(tmp_path: Path) -> None:
     cs.close()
     with pytest.raises(Exception, match="after 1000 of"):
         await filetransfer._RecordSink(reactor, cr, sink, 10 * records.BIG_RECORD_SIZE,
-                                       lambda _n: None).run()
+                                       lambda _n: None, inline=inline).run()
     sink.abort()
     assert os.listdir(tmp_path) == []
     await s.stop()
