@@ -1,10 +1,8 @@
-"""The WebSocket shell around :class:`hilltop.mailbox.Mailbox` (on Twisted).
+"""The WebSocket shell around :class:`hilltop.mailbox.Mailbox` (autobahn on Twisted).
 
 Like aioquic's asyncio protocol: every input is fed to the engine, then one ``_pump`` drains
 its frames, acts on its connect/disconnect requests, passes the other events on, and re-arms
 the single reconnect timer from ``next_deadline()``. No protocol decision is made here.
-The WebSocket itself is :mod:`hilltop.wsframes` (handshake and frames) driven by
-:class:`_MailboxProtocol`.
 """
 
 from __future__ import annotations
@@ -15,25 +13,24 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
+# autobahn's optional native helpers (NVX) run pycparser over their C declarations on every
+# import: about 0.1 s of each start, to XOR-mask a few hundred bytes of JSON. Off unless the
+# user asked for them.
+os.environ.setdefault("AUTOBAHN_USE_NVX", "0")
+
+from autobahn.twisted.websocket import (  # noqa: E402
+    WebSocketClientFactory,
+    WebSocketClientProtocol,
+)
 from twisted.internet import endpoints
 from twisted.internet.interfaces import IStreamClientEndpoint
-from twisted.internet.protocol import Factory, Protocol
 
-from hilltop import mailbox, messages, wsframes
+from hilltop import mailbox, messages
 from hilltop.errors import LocalError
 
 log = logging.getLogger(__name__)
 
 EndpointFactory = Callable[[Any, str, int, bool], IStreamClientEndpoint]
-
-OPEN_TIMEOUT = 30.0
-"""Seconds from TCP connect to the server's WebSocket upgrade reply."""
-PING_INTERVAL = 30.0
-"""Silence after which we ping the server (keeps NATs and proxies from dropping us)."""
-PING_TIMEOUT = 60.0
-"""Silence after which the server counts as gone (the engine then reconnects)."""
-CLOSE_TIMEOUT = 3.0
-"""How long we wait for the server to end TCP after our close frame."""
 
 
 def default_endpoint(reactor: Any, host: str, port: int, tls: bool) -> IStreamClientEndpoint:
@@ -57,135 +54,17 @@ def parse_relay_url(url: str) -> tuple[str, int, bool]:
     return parsed.hostname, port, parsed.scheme == "wss"
 
 
-class _MailboxProtocol(Protocol):
-    """One WebSocket connection: upgrade, then text messages both ways, pings, close.
+class _MailboxProtocol(WebSocketClientProtocol):
+    client: RendezvousClient
 
-    States: ``upgrading`` (request sent, reading the reply head) -> ``open`` -> ``closing``
-    (our close frame sent) -> ``closed`` (TCP gone). The client hears ``_opened`` once and
-    ``_lost`` once (also when the upgrade fails).
-    """
-
-    def __init__(self, client: RendezvousClient, request_path: str) -> None:
-        self.client = client
-        self._path = request_path
-        self._key = os.urandom(16)
-        self._state = "upgrading"
-        self._head = bytearray()
-        # the engine rejects oversized frames itself; far larger ones end the connection here
-        self._parser = wsframes.FrameParser(2 * messages.MAX_FRAME_CHARS)
-        self._timer: Any = None
-        self._last_heard = 0.0
-
-    # Twisted
-    def connectionMade(self) -> None:  # noqa: N802 - Twisted's interface
-        c = self.client
-        self.transport.write(wsframes.handshake_request(c._host, c._port, self._path,
-                                                        self._key, c._tls))
-        self._schedule(OPEN_TIMEOUT)
-
-    def dataReceived(self, data: bytes) -> None:  # noqa: N802
-        self._last_heard = self.client._reactor.seconds()
-        try:
-            if self._state == "upgrading":
-                data = self._upgrade(data)
-                if self._state != "open":
-                    return
-            for event in self._parser.feed(data):
-                self._event(event)
-                if self._state == "closed":
-                    return
-        except wsframes.WebSocketError as err:
-            log.debug("mailbox WebSocket failed: %s", err)
-            self._abort()
-
-    def connectionLost(self, reason: Any = None) -> None:  # noqa: N802
-        self._state = "closed"
-        self._cancel_timer()
-        self.client._lost(self)
-
-    # the client's side
-    def sendMessage(self, payload: bytes) -> None:  # noqa: N802 - the name callers know
-        if self._state == "open":
-            self._send(wsframes.TEXT, payload)
-
-    def sendClose(self) -> None:  # noqa: N802
-        if self._state == "open":
-            self._send(wsframes.CLOSE, wsframes.close_payload())
-            self._state = "closing"
-            self._schedule(CLOSE_TIMEOUT)
-        elif self._state == "upgrading":
-            self._abort()
-
-    # inside
-    def _upgrade(self, data: bytes) -> bytes:
-        self._head += data
-        end = self._head.find(b"\r\n\r\n")
-        if end < 0:
-            if len(self._head) > wsframes.MAX_HANDSHAKE_BYTES:
-                raise wsframes.WebSocketError("the mailbox server's reply head is too long")
-            return b""
-        wsframes.check_handshake_response(bytes(self._head[:end]), self._key)
-        rest = bytes(self._head[end + 4 :])
-        self._head = bytearray()
-        self._state = "open"
-        self._schedule(PING_INTERVAL)
+    def onOpen(self) -> None:
         self.client._opened(self)
-        return rest
 
-    def _event(self, event: wsframes.Message | wsframes.Control) -> None:
-        if isinstance(event, wsframes.Message):
-            if self._state == "open":
-                self.client._frame(event.payload)
-        elif event.opcode == wsframes.PING:
-            if self._state == "open":
-                self._send(wsframes.PONG, event.payload)
-        elif event.opcode == wsframes.CLOSE:
-            if self._state == "open":  # echo it, then the server ends TCP
-                self._send(wsframes.CLOSE, event.payload[:2])
-                self._state = "closing"
-                self._schedule(CLOSE_TIMEOUT)
-            else:
-                self.transport.loseConnection()
+    def onMessage(self, payload: bytes, isBinary: bool) -> None:
+        self.client._frame(payload)
 
-    def _send(self, opcode: int, payload: bytes) -> None:
-        self.transport.write(wsframes.encode_frame(opcode, payload, os.urandom(4)))
-
-    def _schedule(self, delay: float) -> None:
-        self._cancel_timer()
-        self._timer = self.client._reactor.callLater(delay, self._on_timer)
-
-    def _cancel_timer(self) -> None:
-        if self._timer is not None and self._timer.active():
-            self._timer.cancel()
-        self._timer = None
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        if self._state != "open":  # the upgrade or our close took too long
-            self._abort()
-            return
-        silent = self.client._reactor.seconds() - self._last_heard
-        if silent >= PING_TIMEOUT:
-            log.debug("mailbox server silent for %.0f s; dropping the connection", silent)
-            self._abort()
-            return
-        if silent >= PING_INTERVAL:
-            self._send(wsframes.PING, b"")
-        self._schedule(PING_INTERVAL if silent >= PING_INTERVAL else PING_INTERVAL - silent)
-
-    def _abort(self) -> None:
-        self._cancel_timer()
-        if self._state != "closed":
-            self.transport.abortConnection()
-
-
-class _MailboxFactory(Factory):
-    def __init__(self, client: RendezvousClient, request_path: str) -> None:
-        self._client = client
-        self._path = request_path
-
-    def buildProtocol(self, addr: Any) -> _MailboxProtocol:  # noqa: N802
-        return _MailboxProtocol(self._client, self._path)
+    def onClose(self, wasClean: bool, code: int | None, reason: str | None) -> None:
+        self.client._lost(self)
 
 
 class RendezvousClient:
@@ -219,9 +98,22 @@ class RendezvousClient:
 
     # --- I/O callbacks ---------------------------------------------------------------------
     def _connect(self) -> None:
-        parsed = urlparse(self._url)
-        path = (parsed.path or "/") + (f"?{parsed.query}" if parsed.query else "")
-        factory = _MailboxFactory(self, path)
+        factory = WebSocketClientFactory(self._url)
+        # Let oversized frames reach the engine, which rejects them with a clear error;
+        # far larger ones are cut off by autobahn itself.
+        factory.setProtocolOptions(
+            maxMessagePayloadSize=2 * messages.MAX_FRAME_CHARS,
+            maxFramePayloadSize=2 * messages.MAX_FRAME_CHARS,
+            autoPingInterval=30,
+            autoPingTimeout=60,
+        )
+        client = self
+
+        class Bound(_MailboxProtocol):
+            pass
+
+        Bound.client = client
+        factory.protocol = Bound
         endpoint = self._endpoint_factory(self._reactor, self._host, self._port, self._tls)
         d = endpoint.connect(factory)
         self._connecting = d
@@ -272,7 +164,7 @@ class RendezvousClient:
                 frames = self._engine.frames_to_send()
                 if self._protocol is not None:
                     for frame in frames:
-                        self._protocol.sendMessage(frame.encode("utf-8"))
+                        self._protocol.sendMessage(frame.encode("utf-8"), isBinary=False)
                 event = self._engine.next_event()
                 if event is None:
                     break
@@ -289,7 +181,7 @@ class RendezvousClient:
     def _disconnect(self) -> None:
         protocol, self._protocol = self._protocol, None
         if protocol is not None:
-            protocol.sendClose()  # it drops TCP itself if the close handshake stalls
+            protocol.sendClose()  # autobahn drops TCP itself if the close handshake stalls
         if self._connecting is not None:
             self._connecting.cancel()
             self._connecting = None

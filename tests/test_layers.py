@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PURE = [
     "core/codes.py", "core/wordlist.py", "core/key.py", "core/messages.py", "core/mailbox.py",
     "core/capabilities.py", "core/handshake.py", "core/records.py", "core/race.py",
-    "core/transfer.py", "core/lanwire.py", "core/wsframes.py",
+    "core/transfer.py", "core/lanwire.py",
     *[str(p.relative_to(ROOT)) for p in (ROOT / "hints").glob("*.py")],
 ]
 FORBIDDEN_MODULES = {"twisted", "asyncio", "autobahn", "socket", "time", "random", "secrets",
