@@ -478,6 +478,9 @@ class DirectorySink(_Sink):
             raise _io_error(err, f"reading the zip of {self._name!r}") from None
         trim()  # what receiving freed, before the central directory is read in
         with zf:
+            # we open members by ZipInfo, never by name: the name index is 10,000 entries of
+            # memory a big tree does not need
+            zf.NameToInfo = {}
             entries = check_entries(zf.infolist(), self.offer)
             self._extract_dir, _ = _create_temp(
                 self._parent, self._name, "hilltop-dir", lambda p: os.mkdir(p, 0o777))

@@ -470,8 +470,13 @@ class _RecordSink:
                 await self._done
             finally:
                 self._conn.set_frame_receiver(None, None)
+                self._conn.set_frame_buffers(bytearray)
         finally:
             await self._worker.stop()  # before the sink closes its file under the worker
+            # Give the buffers back now, not when the collector finds our reference cycles:
+            # a directory's unpacking comes next and needs the memory.
+            self._pool.clear()
+            self._out = bytearray()
 
     # reactor thread
     def _alloc(self, size: int) -> bytearray:
