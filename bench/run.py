@@ -125,9 +125,16 @@ class Bench:
                  flags: tuple[str, ...] = ()) -> Result:
         """One complete transfer; ``sender``/``receiver`` are "official" or "hilltop";
         ``flags`` go to both commands (e.g. ``--transports webrtc``, see bench/webrtc.py)."""
-        code = f"{next(self.counter)}-bench-run"
+        run = next(self.counter)
+        code = f"{run}-bench-run"
         inbox = self.work / "inbox"
-        shutil.rmtree(inbox, ignore_errors=True)
+        if inbox.exists():
+            # Set aside, deleted only when the bench ends: on an ext4 without a journal (this
+            # VM's) creating a file right after thousands were deleted costs ~0.8 ms each
+            # (the inode allocator skips "recently deleted" inodes one by one), which made
+            # every receiver of the 10,000-file tree spend 5-8 s of system time on
+            # the previous run's deletions instead of its own work.
+            inbox.rename(self.work / f"old-inbox-{run}")
         inbox.mkdir()
         send_cmd = [OFFICIAL if sender == "official" else HILLTOP, "send", "--hide-progress",
                     "--code", code, *what]
@@ -182,6 +189,8 @@ class Bench:
             want = sum(len(f) for _, _, f in os.walk(sent))
             if count != want:
                 raise SystemExit(f"received {count} of {want} files")
+            if os.environ.get("BENCH_CMP"):
+                subprocess.run(["diff", "-rq", str(sent), str(got)], check=True)
 
 
 def make_file(path: Path, size: int, sparse: bool) -> Path:

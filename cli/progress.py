@@ -6,8 +6,6 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from tqdm import tqdm
-
 
 @contextmanager
 def progress_bar(total: int, hide: bool) -> Iterator[Callable[[int], None]]:
@@ -15,6 +13,8 @@ def progress_bar(total: int, hide: bool) -> Iterator[Callable[[int], None]]:
     if hide or not sys.stderr.isatty():
         yield lambda _n: None
         return
+    from tqdm import tqdm  # ~60 ms to import: only when there is a bar to draw
+
     with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, file=sys.stderr,
               dynamic_ncols=True, leave=False) as bar:
         yield bar.update

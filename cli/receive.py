@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -23,8 +23,10 @@ from hilltop.cli.transitopts import (
     transit_options,
 )
 from hilltop.errors import HilltopError, LocalError, RejectedError
-from hilltop.filesink import DirectorySink, FileSink
 from hilltop.lan import lan_interfaces
+
+if TYPE_CHECKING:  # imported where a file is received: a text message needs none of it
+    from hilltop.filesink import DirectorySink, FileSink
 
 REJECTED = "transfer rejected"
 

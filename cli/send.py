@@ -6,7 +6,7 @@ import contextlib
 import dataclasses
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -24,8 +24,10 @@ from hilltop.cli.transitopts import (
     transit_options,
 )
 from hilltop.errors import LocalError, TransferError
-from hilltop.filesource import Source, open_source
 from hilltop.lan import lan_interfaces
+
+if TYPE_CHECKING:  # imported where a file is sent: a text message needs none of it
+    from hilltop.filesource import Source
 
 VERIFY_REJECTED = "sender rejected verification check, abandoned transfer"
 
@@ -71,6 +73,8 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
                       announcement: Announcement) -> int:
         source = None
         if what is not None:
+            from hilltop.filesource import open_source  # zipstream: only to send a file
+
             source = open_source(what, skip_unsendable=ignore_unsendable_files)
         if source is not None:
             with source:

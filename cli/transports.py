@@ -9,14 +9,16 @@ raises, hangs or returns bad hints during a transfer shows up here with the same
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from hilltop.cli import output
 from hilltop.cli.transitopts import no_plugins_chosen, no_plugins_flag
 from hilltop.errors import HilltopError
-from hilltop.plugins import HookTimeouts, Transports, load_configured
+
+if TYPE_CHECKING:  # loaded when the command runs, not whenever the CLI starts
+    from hilltop.plugins import Transports
 
 
 def listing(loaded: Transports, checked: dict[str, list[str]] | None = None) -> list[str]:
@@ -64,6 +66,8 @@ def transports(check: bool) -> None:
 
     install_asyncio_reactor()  # before any plugin module can import (and so pick) a reactor
     try:
+        from hilltop.plugins import load_configured
+
         loaded = load_configured(no_plugins=no_plugins_chosen())
     except HilltopError as err:  # a broken config file
         output.error(str(err))
@@ -77,6 +81,8 @@ def transports(check: bool) -> None:
     from hilltop.cli.common import run
 
     async def main(reactor: Any) -> int:
+        from hilltop.plugins import HookTimeouts
+
         checked = await loaded.probe(reactor, HookTimeouts(start=10.0, connect=10.0, stop=10.0))
         return _show(loaded, checked)
 

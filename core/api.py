@@ -138,15 +138,16 @@ class Wormhole:
 
     # --- files and streams (transit) --------------------------------------------------------
     def send_file(self, path: str, *, transit: Any = None,
-                  progress: Callable[[int], None] | None = None) -> DualDeferred[str]:
+                  progress: Callable[[int], None] | None = None) -> DualDeferred[str | None]:
         """Offer a file or directory and stream it once the peer accepts.
 
-        Fires with the SHA-256 hex both sides agreed on. ``transit`` is a
+        Fires with the SHA-256 hex both sides agreed on, or None between two hilltop peers,
+        which skip it (their records already authenticate every byte). ``transit`` is a
         :class:`hilltop.filetransfer.TransitOptions` (relay helper, transports, no-listen).
         """
         from hilltop.filesource import open_source
 
-        async def go() -> str:
+        async def go() -> str | None:
             source = open_source(path)
             with source:
                 return await self._send_source(source, transit, progress)
@@ -154,15 +155,16 @@ class Wormhole:
         return _dual(go())
 
     def send_stream(self, fileobj: Any, name: str, size: int, *, transit: Any = None,
-                    progress: Callable[[int], None] | None = None) -> DualDeferred[str]:
-        """Offer ``size`` bytes read from ``fileobj`` as a file called ``name``."""
+                    progress: Callable[[int], None] | None = None) -> DualDeferred[str | None]:
+        """Offer ``size`` bytes read from ``fileobj`` as a file called ``name`` (result as for
+        :meth:`send_file`)."""
         from hilltop.filesource import FileSource
         from hilltop.transfer import FileOffer
 
         source = FileSource(FileOffer(name, size), name, fileobj)
         return _dual(self._send_source(source, transit, progress))
 
-    async def _send_source(self, source: Any, transit: Any, progress: Any) -> str:
+    async def _send_source(self, source: Any, transit: Any, progress: Any) -> str | None:
         from hilltop import filetransfer
 
         await self.get_peer_versions()
@@ -197,13 +199,14 @@ class Wormhole:
 
     def receive_stream(self, fileobj: Any, *, accept: Callable[[Any], bool] = lambda _o: True,
                        transit: Any = None, progress: Callable[[int], None] | None = None
-                       ) -> DualDeferred[str]:
-        """Write an offered *file*'s bytes to ``fileobj``; fires with their SHA-256."""
+                       ) -> DualDeferred[str | None]:
+        """Write an offered *file*'s bytes to ``fileobj``; fires with their SHA-256 (None from
+        a hilltop sender, as for :meth:`send_file`)."""
         from hilltop import filetransfer
         from hilltop.filesink import StreamSink
         from hilltop.transfer import FileOffer
 
-        async def go() -> str:
+        async def go() -> str | None:
             offer, peer_transit, options = await self._file_offer(accept, transit)
             if not isinstance(offer, FileOffer):
                 self.send_message(ErrorMsg("transfer rejected").to_wire())

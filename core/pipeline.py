@@ -129,3 +129,44 @@ class OrderedWorker:
                 self._stopped = True
                 self._in.put(_STOP)
                 self._on_error(value)
+
+
+class InlineWorker:
+    """:class:`OrderedWorker`'s interface, doing the work at once on the calling thread.
+
+    For a receiver paced by a single-threaded v1 sender: that sender keeps one core busy,
+    so a second thread of ours only competes with it for the other core and adds hand-offs.
+    """
+
+    def __init__(self, reactor: Any, fn: Callable[[Any], Any],
+                 on_result: Callable[[Any], None], on_error: Callable[[BaseException], None],
+                 name: str = "hilltop-inline") -> None:
+        self._fn = fn
+        self._on_result = on_result
+        self._on_error = on_error
+        self._stopped = False
+        self.pending = 0
+
+    def submit(self, item: Any) -> None:
+        if self._stopped:
+            raise RuntimeError("worker already stopped")
+        self.pending += 1
+        try:
+            result = self._fn(item)
+        except BaseException as err:  # noqa: BLE001 - reported like the threaded worker does
+            self.pending -= 1
+            self._stopped = True
+            self._on_error(err)
+            return
+        self.pending -= 1
+        self._on_result(result)
+
+    def set_hungry(self, hungry: bool) -> None:
+        """Nothing waits: results are delivered inside :meth:`submit`."""
+
+    def poll(self) -> None:
+        """Nothing to collect."""
+
+    def stop(self) -> defer.Deferred[None]:
+        self._stopped = True
+        return defer.succeed(None)

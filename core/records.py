@@ -17,7 +17,7 @@ from typing import Any, Literal
 from nacl.exceptions import CryptoError
 from nacl.secret import SecretBox
 
-from hilltop.capabilities import BIG_RECORDS, PeerCapabilities
+from hilltop.capabilities import BIG_RECORDS, UNHASHED_ACK, PeerCapabilities
 from hilltop.errors import BadRecordError
 from hilltop.handshake import transit_purpose_key
 
@@ -71,6 +71,16 @@ def record_size(our_features: Iterable[str], peer: PeerCapabilities) -> int:
     if BIG_RECORDS in peer.shared_features(our_features):
         return BIG_RECORD_SIZE
     return V1_RECORD_SIZE
+
+
+def whole_file_sha256(our_features: Iterable[str], peer: PeerCapabilities) -> bool:
+    """Whether the sender hashes the file and the receiver's ack carries that ``sha256``.
+
+    Always towards official and wormhole-william peers (they hash, and compare when the ack
+    has it); never between two peers that both list :data:`UNHASHED_ACK`, whose records
+    already authenticate every byte (see that feature's note).
+    """
+    return UNHASHED_ACK not in peer.shared_features(our_features)
 
 
 def _nonce(counter: int) -> bytes:
@@ -137,7 +147,7 @@ class RecordOpener:
         self._box = SecretBox(self._key) if _lib is None else None
         self.expected = 0
 
-    def open(self, frame: Any, out: bytearray | None = None) -> Any:
+    def open(self, frame: Any, out: bytearray | memoryview | None = None) -> Any:
         """The plaintext of ``frame``; written into ``out`` (returned as a memoryview slice)
         when given and big enough, else a new bytes object."""
         size = len(frame)

@@ -7,21 +7,13 @@ the single reconnect timer from ``next_deadline()``. No protocol decision is mad
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
-# autobahn's optional native helpers (NVX) run pycparser over their C declarations on every
-# import: about 0.1 s of each start, to XOR-mask a few hundred bytes of JSON. Off unless the
-# user asked for them.
-os.environ.setdefault("AUTOBAHN_USE_NVX", "0")
-
-from autobahn.twisted.websocket import (  # noqa: E402
-    WebSocketClientFactory,
-    WebSocketClientProtocol,
-)
 from twisted.internet import endpoints
 from twisted.internet.interfaces import IStreamClientEndpoint
 
@@ -54,17 +46,37 @@ def parse_relay_url(url: str) -> tuple[str, int, bool]:
     return parsed.hostname, port, parsed.scheme == "wss"
 
 
-class _MailboxProtocol(WebSocketClientProtocol):
-    client: RendezvousClient
+@functools.cache
+def _autobahn() -> tuple[Any, type]:
+    """(WebSocketClientFactory, our protocol class), imported at the first connection.
 
-    def onOpen(self) -> None:
-        self.client._opened(self)
+    Why lazily: the CLI parses its arguments and installs the reactor before anything needs
+    a WebSocket, and a run that fails early (bad code, bad path) never pays for autobahn.
+    autobahn's optional native helpers (NVX) run pycparser over their C declarations on
+    every import: about 0.1 s, to XOR-mask a few hundred bytes of JSON; they stay off unless
+    the user asked for them.
+    """
+    os.environ.setdefault("AUTOBAHN_USE_NVX", "0")
+    from autobahn.twisted.websocket import WebSocketClientFactory, WebSocketClientProtocol
 
-    def onMessage(self, payload: bytes, isBinary: bool) -> None:
-        self.client._frame(payload)
+    class MailboxProtocol(WebSocketClientProtocol):
+        client: RendezvousClient
 
-    def onClose(self, wasClean: bool, code: int | None, reason: str | None) -> None:
-        self.client._lost(self)
+        def onOpen(self) -> None:
+            self.client._opened(self)
+
+        def onMessage(self, payload: bytes, isBinary: bool) -> None:
+            self.client._frame(payload)
+
+        def onClose(self, wasClean: bool, code: int | None,
+                    reason: str | None) -> None:
+            self.client._lost(self)
+
+    return WebSocketClientFactory, MailboxProtocol
+
+
+_MailboxProtocol = Any
+"""An instance of the protocol class :func:`_autobahn` defines (for annotations)."""
 
 
 class RendezvousClient:
@@ -98,7 +110,8 @@ class RendezvousClient:
 
     # --- I/O callbacks ---------------------------------------------------------------------
     def _connect(self) -> None:
-        factory = WebSocketClientFactory(self._url)
+        factory_class, protocol_class = _autobahn()
+        factory = factory_class(self._url)
         # Let oversized frames reach the engine, which rejects them with a clear error;
         # far larger ones are cut off by autobahn itself.
         factory.setProtocolOptions(
@@ -109,7 +122,7 @@ class RendezvousClient:
         )
         client = self
 
-        class Bound(_MailboxProtocol):
+        class Bound(protocol_class):  # type: ignore[misc,valid-type]
             pass
 
         Bound.client = client

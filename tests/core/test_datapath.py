@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import os
 import threading
 from pathlib import Path
@@ -16,7 +17,8 @@ import pytest
 import pytest_twisted
 from twisted.internet import defer
 
-from hilltop import filesink, filetransfer, records
+from hilltop import capabilities, filesink, filetransfer, records
+from hilltop.errors import LocalError, TransferError
 from hilltop.filesink import FileSink
 from hilltop.filesource import FileSource
 from hilltop.hints import parse_hints
@@ -78,6 +80,31 @@ async def test_worker_error_stops_later_items() -> None:
     assert seen == [0, 1, 2]
 
 
+@pytest_twisted.ensureDeferred
+async def test_inline_worker_keeps_the_same_contract() -> None:
+    from twisted.internet import reactor
+
+    from hilltop.pipeline import InlineWorker
+
+    seen: list[int] = []
+    errors: list[BaseException] = []
+
+    def work(n: int) -> int:
+        if n == 3:
+            raise ValueError("boom")
+        return n * 2
+
+    worker = InlineWorker(reactor, work, seen.append, errors.append)
+    for i in range(3):
+        worker.submit(i)
+    assert seen == [0, 2, 4] and worker.pending == 0  # delivered at once, in order
+    worker.submit(3)
+    assert isinstance(errors[0], ValueError) and worker.pending == 0
+    with pytest.raises(RuntimeError):
+        worker.submit(4)  # stopped by the error, as the threaded worker drops later items
+    await worker.stop()
+
+
 # --- end to end over loopback -------------------------------------------------------------------
 async def connected_pair(reactor):
     def runner(role, **kw):
@@ -92,26 +119,33 @@ async def connected_pair(reactor):
     return s, r, cs, cr
 
 
-@pytest.mark.parametrize("record_size", [records.V1_RECORD_SIZE, records.BIG_RECORD_SIZE])
+@pytest.mark.parametrize(("record_size", "hashed", "inline"), [
+    (records.V1_RECORD_SIZE, True, False), (records.V1_RECORD_SIZE, True, True),
+    (records.BIG_RECORD_SIZE, True, False), (records.BIG_RECORD_SIZE, False, False)])
 @pytest_twisted.ensureDeferred
-async def test_file_crosses_intact(tmp_path: Path, record_size: int) -> None:
+async def test_file_crosses_intact(tmp_path: Path, record_size: int, hashed: bool,
+                                   inline: bool) -> None:
     from twisted.internet import reactor
 
     data = os.urandom(3 * records.BIG_RECORD_SIZE + 12345)
     (tmp_path / "src").write_bytes(data)
     s, r, cs, cr = await connected_pair(reactor)
     sink = FileSink(str(tmp_path / "dst"), len(data))
+    if not hashed:
+        sink.skip_hash()
     moved: list[int] = []
     with open(tmp_path / "src", "rb") as f:
         source = FileSource(FileOffer("src", len(data)), str(tmp_path / "src"), f)
         sent, _ = await defer.gatherResults([
             defer.ensureDeferred(filetransfer._stream(reactor, cs, source, moved.append,
-                                                      record_size)),
+                                                      record_size, hashed)),
             defer.ensureDeferred(
-                filetransfer._RecordSink(reactor, cr, sink, len(data), lambda _n: None).run()),
+                filetransfer._RecordSink(reactor, cr, sink, len(data), lambda _n: None,
+                                         inline=inline).run()),
         ])
     digest = sink.finish()
-    assert sent == digest == hashlib.sha256(data).hexdigest()
+    expected = hashlib.sha256(data).hexdigest() if hashed else None
+    assert sent == digest == expected
     assert (tmp_path / "dst").read_bytes() == data
     assert sum(moved) == len(data)
     # ordinary records still work afterwards, with the nonce counts carried on
@@ -125,8 +159,9 @@ async def test_file_crosses_intact(tmp_path: Path, record_size: int) -> None:
     await r.stop()
 
 
+@pytest.mark.parametrize("inline", [False, True])
 @pytest_twisted.ensureDeferred
-async def test_sender_closing_midway_is_reported(tmp_path: Path) -> None:
+async def test_sender_closing_midway_is_reported(tmp_path: Path, inline: bool) -> None:
     from twisted.internet import reactor
 
     s, r, cs, cr = await connected_pair(reactor)
@@ -135,11 +170,64 @@ async def test_sender_closing_midway_is_reported(tmp_path: Path) -> None:
     cs.close()
     with pytest.raises(Exception, match="after 1000 of"):
         await filetransfer._RecordSink(reactor, cr, sink, 10 * records.BIG_RECORD_SIZE,
-                                       lambda _n: None).run()
+                                       lambda _n: None, inline=inline).run()
     sink.abort()
     assert os.listdir(tmp_path) == []
     await s.stop()
     await r.stop()
+
+
+# --- what the two sides negotiate, and the final ack --------------------------------------------
+class FakeWormhole:
+    """Just the two things :func:`filetransfer._negotiate` reads."""
+
+    def __init__(self, ours: dict, theirs: dict) -> None:
+        self.app_versions = ours
+        self._theirs = theirs
+
+    async def get_peer_versions(self) -> dict:
+        return self._theirs
+
+
+HILLTOP = capabilities.advertisement("0.1.0", [], capabilities.FEATURES)
+OFFICIAL: dict = {}  # what official 0.24 and wormhole-william send
+
+
+@pytest.mark.parametrize(("ours", "theirs", "expected"), [
+    (HILLTOP, HILLTOP, (records.BIG_RECORD_SIZE, False)),  # hilltop <-> hilltop: no hash
+    (HILLTOP, OFFICIAL, (records.V1_RECORD_SIZE, True)),  # hilltop sending to official
+    (OFFICIAL, HILLTOP, (records.V1_RECORD_SIZE, True)),  # a hilltop that looks official
+])
+@pytest_twisted.ensureDeferred
+async def test_negotiation_both_ways(ours: dict, theirs: dict, expected: tuple) -> None:
+    assert await filetransfer._negotiate(FakeWormhole(ours, theirs)) == expected
+    assert await filetransfer._negotiate(FakeWormhole(theirs, ours)) == expected
+
+
+def test_ack_carries_sha256_only_when_hashed() -> None:
+    assert json.loads(filetransfer._ack("ab" * 32)) == {"ack": "ok", "sha256": "ab" * 32}
+    assert json.loads(filetransfer._ack(None)) == {"ack": "ok"}
+    filetransfer._check_ack(filetransfer._ack(None), None)
+    filetransfer._check_ack(filetransfer._ack("ab" * 32), "ab" * 32)
+    filetransfer._check_ack(filetransfer._ack(None), "ab" * 32)  # optional, as for official
+    with pytest.raises(TransferError, match="SHA-256 mismatch"):
+        filetransfer._check_ack(filetransfer._ack("cd" * 32), "ab" * 32)
+    with pytest.raises(TransferError):
+        filetransfer._check_ack(b'{"ack": "no"}', None)
+
+
+def test_skip_hash_only_before_data(tmp_path: Path) -> None:
+    sink = FileSink(str(tmp_path / "f"), 6)
+    sink.skip_hash()
+    sink.write(b"abc")
+    sink.write(b"def")
+    assert sink.finish() is None
+    assert (tmp_path / "f").read_bytes() == b"abcdef"
+    late = FileSink(str(tmp_path / "g"), 6)
+    late.write(b"abc")
+    with pytest.raises(LocalError):
+        late.skip_hash()
+    late.abort()
 
 
 # --- O_DIRECT sink ------------------------------------------------------------------------------
@@ -155,6 +243,33 @@ def test_direct_writes_odd_sizes(tmp_path: Path, monkeypatch) -> None:
     sink.write(data[pos:])
     assert sink.finish() == hashlib.sha256(data).hexdigest()
     assert (tmp_path / "f").read_bytes() == data
+
+
+def test_direct_io_is_chosen_at_the_first_write_and_can_be_declined(tmp_path: Path,
+                                                                     monkeypatch) -> None:
+    monkeypatch.setattr(filesink, "DIRECT_MIN_SIZE", 0)
+    opened: list[int] = []
+    real_open = filesink._DirectWriter.open
+    monkeypatch.setattr(filesink._DirectWriter, "open",
+                        classmethod(lambda cls, fd: (opened.append(fd), real_open(fd))[1]))
+    data = os.urandom(3 * 4096 + 5)
+    direct = FileSink(str(tmp_path / "direct"), len(data))
+    assert opened == []  # not at creation: the caller may still decline
+    direct.write(data[:4096])
+    assert len(opened) == 1
+    direct.write(data[4096:])
+    direct.finish()
+    plain = FileSink(str(tmp_path / "plain"), len(data))
+    plain.without_direct_io()
+    plain.write(data)
+    assert len(opened) == 1 and plain._spool._direct is None
+    plain.finish()
+    assert (tmp_path / "direct").read_bytes() == (tmp_path / "plain").read_bytes() == data
+    late = FileSink(str(tmp_path / "late"), len(data))
+    late.write(data[:10])
+    with pytest.raises(LocalError):
+        late.without_direct_io()
+    late.abort()
 
 
 def test_direct_falls_back_when_the_filesystem_refuses(tmp_path: Path, monkeypatch) -> None:

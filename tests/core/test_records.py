@@ -9,7 +9,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from nacl.secret import SecretBox
 
-from hilltop.capabilities import FEATURES, PeerCapabilities, from_app_versions
+from hilltop.capabilities import (
+    FEATURES,
+    UNHASHED_ACK,
+    PeerCapabilities,
+    advertisement,
+    from_app_versions,
+)
 from hilltop.errors import BadRecordError
 from hilltop.records import (
     BIG_RECORD_SIZE,
@@ -24,6 +30,7 @@ from hilltop.records import (
     RecordSealer,
     record_keys,
     record_size,
+    whole_file_sha256,
 )
 
 TK = bytes.fromhex("9329a646acaba7172c557c7971191ec6a1e287f84abe58c60dce2659c44c2925")
@@ -142,6 +149,16 @@ def test_big_records_need_both_sides() -> None:
     assert record_size(FEATURES, caps([BIG_RECORDS])) == BIG_RECORD_SIZE
     assert record_size(FEATURES, caps(["something-else"])) == V1_RECORD_SIZE
     assert record_size((), caps([BIG_RECORDS])) == V1_RECORD_SIZE  # we did not advertise it
+
+
+def test_whole_file_sha256_is_skipped_only_when_both_sides_list_it() -> None:
+    assert whole_file_sha256(FEATURES, caps(None)) is True  # official / wormhole-william
+    assert whole_file_sha256(FEATURES, caps([BIG_RECORDS])) is True  # an older hilltop
+    assert whole_file_sha256((), caps([UNHASHED_ACK])) is True  # we did not advertise it
+    assert whole_file_sha256(FEATURES, caps([UNHASHED_ACK])) is False
+    # what two default hilltop peers tell each other
+    ours = advertisement("0.1.0", [], FEATURES)
+    assert whole_file_sha256(FEATURES, from_app_versions(ours)) is False
 
 
 def test_we_advertise_big_records() -> None:

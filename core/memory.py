@@ -1,0 +1,55 @@
+"""Give freed heap memory back to the system while many small files stream through.
+
+Why: sending or unpacking a directory allocates one short-lived buffer per file (1-64 KiB,
+below glibc's mmap threshold, so from the heap) between small objects that live on (the
+zip's central directory). The freed buffers leave holes glibc keeps, and peak RSS grew by
+~6 MB per 10,000 files with no live data behind it. ``malloc_trim(0)`` returns the free
+pages inside the heap; called every few MiB of file data it costs well under a millisecond
+each time. Elsewhere (no glibc) it does nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+TRIM_EVERY = 8 * 1024 * 1024
+"""Bytes of file data between two trims (see :class:`Trimmer`)."""
+
+
+def _find_trim() -> Callable[[int], int] | None:
+    import ctypes
+
+    try:  # the symbols already loaded into this process: glibc has it, musl and macOS not
+        found: Any = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    found.argtypes = [ctypes.c_size_t]
+    found.restype = ctypes.c_int
+    return found
+
+
+_trim: Callable[[int], int] | None | bool = False  # False: not looked up yet
+
+
+def trim() -> None:
+    """Return free heap pages to the system now (no-op without glibc)."""
+    global _trim
+    if _trim is False:
+        _trim = _find_trim()
+    if callable(_trim):
+        _trim(0)
+
+
+class Trimmer:
+    """Counts bytes moved and trims once every :data:`TRIM_EVERY` of them."""
+
+    def __init__(self, every: int = TRIM_EVERY) -> None:
+        self._every = every
+        self._count = 0
+
+    def moved(self, nbytes: int) -> None:
+        self._count += nbytes
+        if self._count >= self._every:
+            self._count = 0
+            trim()
