@@ -250,6 +250,18 @@ def report(title: str, official: Series, hilltop: Series, size: int | None) -> s
     return "\n".join(lines)
 
 
+def without_webrtc(work: Path) -> str:
+    """Measure the default install: the optional ``webrtc`` extra (aiortc) would add itself to
+    every hilltop race, and its import and ICE gathering cost ~0.2-0.4 s of CPU and ~28 MB per
+    side even when direct TCP wins (docs/webrtc.md). A config file in a private
+    ``XDG_CONFIG_HOME`` disables it for the bench's hilltop processes only."""
+    config = work / "config" / "hilltop" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('[transports]\ndisabled = ["webrtc"]\n')
+    os.environ["XDG_CONFIG_HOME"] = str(config.parent.parent)
+    return "off (as without the webrtc extra)"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", default="1G", help="file size for direct/relay/cross (1G)")
@@ -263,6 +275,9 @@ def main() -> int:
                     help="skip official runs (footprint checks, e.g. --size 4G --sparse)")
     ap.add_argument("--data", default=os.environ.get("BENCH_DATA", "/tmp/hilltop-bench"),
                     help="where test data is cached")
+    ap.add_argument("--with-webrtc", action="store_true",
+                    help="let hilltop race webrtc too when the 'webrtc' extra is installed "
+                         "(default: measure what a plain 'pip install hilltop' runs)")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
 
@@ -280,10 +295,12 @@ def main() -> int:
     big = make_file(data / f"blob-{size}-{suffix}.bin", size, args.sparse)
 
     with tempfile.TemporaryDirectory(prefix="hilltop-bench-", dir=data) as tmp:
+        webrtc = "raced" if args.with_webrtc else without_webrtc(Path(tmp))
         bench = Bench(Path(tmp), args.verbose)
         bench.start_servers()
         out: list[str] = [f"hilltop bench: size {size} bytes, {args.pairs} pairs, "
-                          f"{os.cpu_count()} CPUs, python {sys.version.split()[0]}"]
+                          f"{os.cpu_count()} CPUs, python {sys.version.split()[0]}, "
+                          f"webrtc {webrtc}"]
         print(out[0], flush=True)
         try:
             plans: list[tuple[str, list[tuple[str, str]], list[str], bool, int | None]] = []

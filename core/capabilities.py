@@ -32,7 +32,29 @@ ends the transfer, so the hash only re-checked what the records check; it cost ~
 per GiB on each side. Official peers treat the ack's ``sha256`` as optional; they never list
 this feature, so towards them we hash and send it exactly as before.
 """
-FEATURES: tuple[str, ...] = (BIG_RECORDS, UNHASHED_ACK)
+AES_RECORDS = "aes256gcm-records"
+"""Feature: "I can seal transit records with AES-256-GCM (hardware AES here)".
+
+Between two peers that both list it, records use libsodium's AES-256-GCM instead of XSalsa20-
+Poly1305 secretbox: same frame layout, same nonce counter, keys derived apart from the
+secretbox ones. Both are authenticated encryption with 256-bit keys; AES-GCM runs ~6x faster
+where the CPU has AES instructions (0.12 s against 0.72 s per GiB measured here), and
+secretbox was the largest cost left per side. Only advertised where libsodium reports the
+hardware support, so a peer without it never agrees to it.
+"""
+
+
+def _aes256gcm_available() -> bool:
+    try:
+        import nacl.bindings  # noqa: F401 - runs sodium_init(), which detects the CPU features
+        from nacl._sodium import lib
+    except ImportError:  # pragma: no cover - PyNaCl always ships its libsodium
+        return False
+    return bool(lib.crypto_aead_aes256gcm_is_available())
+
+
+FEATURES: tuple[str, ...] = (BIG_RECORDS, UNHASHED_ACK) + (
+    (AES_RECORDS,) if _aes256gcm_available() else ())
 """Features this build advertises by default."""
 
 WEBRTC = "webrtc"

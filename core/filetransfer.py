@@ -57,7 +57,10 @@ def transit_key(w: Wormhole) -> bytes:
     return w.derive_key(w.appid + "/transit-key")
 
 
-def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions) -> TransitRunner:
+async def make_runner(reactor: Any, w: Wormhole, role: str,
+                      options: TransitOptions) -> TransitRunner:
+    """The transit runner for this peer: our transports and settings, and the record cipher
+    both sides' features choose (:func:`records.record_cipher`)."""
     from hilltop.hints import parse_transit_helper
     from hilltop.plugins import load_configured
     from hilltop.runner import TransitRunner
@@ -73,6 +76,7 @@ def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions) -
         from hilltop.webrtcwire import MailboxSignalling
 
         extra["webrtc"] = {**extra.get("webrtc", {}), "signalling": MailboxSignalling(w)}
+    ours, peer = await _features(w)
     return TransitRunner(
         reactor,
         role,  # type: ignore[arg-type]
@@ -83,6 +87,7 @@ def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions) -
         tor=options.tor,
         local_addresses=options.local_addresses,
         options=extra,
+        record_cipher=records.record_cipher(ours, peer),
     )
 
 
@@ -118,7 +123,7 @@ async def send_source(
     Returns the SHA-256 (hex) both sides agreed on, or None when both are hilltop and agreed
     to skip it (:data:`capabilities.UNHASHED_ACK`: the records already authenticate it all).
     """
-    runner = make_runner(reactor, w, "sender", options)
+    runner = await make_runner(reactor, w, "sender", options)
     try:
         hints = await runner.our_hints()
         w.send_message(transit_message(runner, hints))
@@ -148,9 +153,14 @@ async def _negotiate(w: Wormhole) -> tuple[int, bool]:
 
     The rules are :func:`records.record_size` and :func:`records.whole_file_sha256`.
     """
-    ours = capabilities.from_app_versions(w.app_versions).features
-    peer = capabilities.from_app_versions(await w.get_peer_versions())
+    ours, peer = await _features(w)
     return records.record_size(ours, peer), records.whole_file_sha256(ours, peer)
+
+
+async def _features(w: Wormhole) -> tuple[frozenset[str], capabilities.PeerCapabilities]:
+    """(the features we advertised, what the peer advertised): every data-path rule's input."""
+    ours = capabilities.from_app_versions(w.app_versions).features
+    return ours, capabilities.from_app_versions(await w.get_peer_versions())
 
 
 async def _await_answer(w: Wormhole) -> transfer.TransitMsg:
@@ -396,7 +406,7 @@ async def receive_into(
     reaches it (wormhole-william 1.0.6 sometimes does), the complete file stays and
     ``on_unacknowledged`` hears why.
     """
-    runner = make_runner(reactor, w, "receiver", options)
+    runner = await make_runner(reactor, w, "receiver", options)
     try:
         record_size, hashed = await _negotiate(w)
         if not hashed:

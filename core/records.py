@@ -7,6 +7,8 @@ Wire shape (protocol summary §5.4)::
 The nonce is a counter starting at 0 for each direction, written as a 24-byte **big-endian**
 integer (both real implementations do this, whatever the protocols repo text says). The reader
 insists on the exact next counter: a replayed, dropped or reordered record ends the connection.
+Between two hilltop peers that both can, the box is AES-256-GCM instead (:func:`record_cipher`):
+same layout, ciphertext before tag, GCM nonce = the low 12 bytes of the counter.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any, Literal
 from nacl.exceptions import CryptoError
 from nacl.secret import SecretBox
 
-from hilltop.capabilities import BIG_RECORDS, UNHASHED_ACK, PeerCapabilities
+from hilltop.capabilities import AES_RECORDS, BIG_RECORDS, UNHASHED_ACK, PeerCapabilities
 from hilltop.errors import BadRecordError
 from hilltop.handshake import transit_purpose_key
 
@@ -48,13 +50,25 @@ MAX_RECORD_SIZE = 64 * 1024 * 1024
 SENDER_PURPOSE = b"transit_record_sender_key"
 RECEIVER_PURPOSE = b"transit_record_receiver_key"
 
+Cipher = Literal["secretbox", "aes256gcm"]
+SECRETBOX: Cipher = "secretbox"
+"""XSalsa20-Poly1305, the v1 protocol's record cipher (every peer)."""
+AES256GCM: Cipher = "aes256gcm"
+"""AES-256-GCM, only between peers that both list :data:`~hilltop.capabilities.AES_RECORDS`."""
+_AES_KEY_PREFIX = b"hilltop/aes256gcm/"
+_AES_NONCE = 12  # GCM's nonce: the low 96 bits of the 24-byte counter on the wire
+
 
 def record_keys(
-    transit_key: bytes, role: Literal["sender", "receiver"]
+    transit_key: bytes, role: Literal["sender", "receiver"], cipher: Cipher = SECRETBOX
 ) -> tuple[bytes, bytes]:
-    """(key we write with, key we read with): each side writes with its own role's key."""
-    sender = transit_purpose_key(transit_key, SENDER_PURPOSE)
-    receiver = transit_purpose_key(transit_key, RECEIVER_PURPOSE)
+    """(key we write with, key we read with): each side writes with its own role's key.
+
+    AES-256-GCM keys come from their own purposes, so no key ever serves two algorithms.
+    """
+    prefix = _AES_KEY_PREFIX if cipher == AES256GCM else b""
+    sender = transit_purpose_key(transit_key, prefix + SENDER_PURPOSE)
+    receiver = transit_purpose_key(transit_key, prefix + RECEIVER_PURPOSE)
     if role == "sender":
         return sender, receiver
     if role == "receiver":
@@ -83,6 +97,23 @@ def whole_file_sha256(our_features: Iterable[str], peer: PeerCapabilities) -> bo
     return UNHASHED_ACK not in peer.shared_features(our_features)
 
 
+def record_cipher(our_features: Iterable[str], peer: PeerCapabilities) -> Cipher:
+    """The record cipher for this connection: AES-256-GCM only when both sides list
+    :data:`~hilltop.capabilities.AES_RECORDS` (the rule is symmetric, so both pick the same)."""
+    return AES256GCM if AES_RECORDS in peer.shared_features(our_features) else SECRETBOX
+
+
+def _check_cipher(cipher: Cipher) -> bool:
+    """True for AES-256-GCM, which needs libsodium's hardware-AES support here."""
+    if cipher == SECRETBOX:
+        return False
+    if cipher != AES256GCM:
+        raise ValueError(f"unknown record cipher {cipher!r}")
+    if _lib is None or not _lib.crypto_aead_aes256gcm_is_available():
+        raise ValueError("AES-256-GCM records need hardware AES, which this machine lacks")
+    return True
+
+
 def _nonce(counter: int) -> bytes:
     return counter.to_bytes(NONCE_SIZE, "big")
 
@@ -94,9 +125,11 @@ class RecordSealer:
     file-transfer pipeline seals on a worker thread, then the reactor seals the ack).
     """
 
-    def __init__(self, key: bytes) -> None:
+    def __init__(self, key: bytes, cipher: Cipher = SECRETBOX) -> None:
         self._key = bytes(key)
+        self._aes = _check_cipher(cipher)
         self._box = SecretBox(self._key) if _lib is None else None
+        self._clen = _ffi.new("unsigned long long *") if self._aes else None
         self.counter = 0
 
     def seal(self, plaintext: Any) -> bytes:
@@ -123,8 +156,13 @@ class RecordSealer:
         buffer[LENGTH_SIZE : LENGTH_SIZE + NONCE_SIZE] = nonce
         out = _ffi.from_buffer("unsigned char[]", buffer) + (LENGTH_SIZE + NONCE_SIZE)
         src = _ffi.from_buffer(plaintext) if n else _ffi.NULL
-        if _lib.crypto_secretbox_easy(out, src, n, nonce, self._key) != 0:
-            raise ValueError("secretbox refused to seal")  # only for absurd sizes
+        if self._aes:  # ciphertext || tag, the same length as secretbox's tag || ciphertext
+            failed = _lib.crypto_aead_aes256gcm_encrypt(
+                out, self._clen, src, n, _ffi.NULL, 0, _ffi.NULL, nonce[-_AES_NONCE:], self._key)
+        else:
+            failed = _lib.crypto_secretbox_easy(out, src, n, nonce, self._key)
+        if failed:
+            raise ValueError("the record cipher refused to seal")  # only for absurd sizes
         self.counter += 1
         return memoryview(buffer)[: OVERHEAD + n]
 
@@ -142,9 +180,11 @@ class RecordOpener:
     Raises :class:`BadRecordError` (and only that) for anything the peer could get wrong.
     """
 
-    def __init__(self, key: bytes) -> None:
+    def __init__(self, key: bytes, cipher: Cipher = SECRETBOX) -> None:
         self._key = bytes(key)
+        self._aes = _check_cipher(cipher)
         self._box = SecretBox(self._key) if _lib is None else None
+        self._mlen = _ffi.new("unsigned long long *") if self._aes else None
         self.expected = 0
 
     def open(self, frame: Any, out: bytearray | memoryview | None = None) -> Any:
@@ -170,7 +210,13 @@ class RecordOpener:
         target = out if out is not None and len(out) >= n else bytearray(max(n, 1))
         dst = _ffi.from_buffer("unsigned char[]", target)
         src = _ffi.from_buffer(view) + NONCE_SIZE
-        if _lib.crypto_secretbox_open_easy(dst, src, n + TAG_SIZE, nonce, self._key) != 0:
+        if self._aes:
+            failed = _lib.crypto_aead_aes256gcm_decrypt(
+                dst, self._mlen, _ffi.NULL, src, n + TAG_SIZE, _ffi.NULL, 0,
+                nonce[-_AES_NONCE:], self._key)
+        else:
+            failed = _lib.crypto_secretbox_open_easy(dst, src, n + TAG_SIZE, nonce, self._key)
+        if failed:
             raise BadRecordError("transit record failed to decrypt (corrupted or forged)")
         self.expected += 1
         if target is out:
@@ -260,9 +306,10 @@ class RecordDecoder:
     and later hand back, with the nonce count carried along.
     """
 
-    def __init__(self, key: bytes, max_record_size: int = MAX_RECORD_SIZE) -> None:
+    def __init__(self, key: bytes, max_record_size: int = MAX_RECORD_SIZE,
+                 cipher: Cipher = SECRETBOX) -> None:
         self.framer = RecordFramer(max_record_size)
-        self.opener = RecordOpener(key)
+        self.opener = RecordOpener(key, cipher)
         self._broken: str | None = None
 
     @property

@@ -35,7 +35,15 @@ from hilltop.errors import BadRecordError, TransitError
 from hilltop.hints import Hint, relay_v1
 from hilltop.hookspecs import TransitSession
 from hilltop.plugins import HookTimeouts, LoadedTransport, Transports, load_transports
-from hilltop.records import RecordDecoder, RecordEncoder, RecordOpener, RecordSealer, record_keys
+from hilltop.records import (
+    SECRETBOX,
+    Cipher,
+    RecordDecoder,
+    RecordEncoder,
+    RecordOpener,
+    RecordSealer,
+    record_keys,
+)
 from hilltop.streams import ByteStream
 
 log = logging.getLogger(__name__)
@@ -77,10 +85,12 @@ class TransitRunner:
         relay_side16: str | None = None,
         options: dict[str, Any] | None = None,
         hook_timeouts: HookTimeouts | None = None,
+        record_cipher: Cipher = SECRETBOX,
     ) -> None:
         self.reactor = reactor
         self.role: Role = role
         self._tk = transit_key
+        self._cipher: Cipher = record_cipher
         self.transports = transports if transports is not None else load_transports()
         self.session = TransitSession(
             reactor=reactor, role=role, no_listen=no_listen, tor=tor,
@@ -346,7 +356,8 @@ class TransitRunner:
         assert a.stream is not None and a.shake is not None
         a.done = True
         self._cancel_timer()
-        conn = TransitConnection(self.role, self._tk, a.stream, a.shake.leftover)
+        conn = TransitConnection(self.role, self._tk, a.stream, a.shake.leftover,
+                                 self._cipher)
         log.info("transit connected: %s", conn.description)
         self._stop_soon()
         if self._result is not None and not self._result.called:
@@ -412,12 +423,13 @@ class TransitConnection:
     those two objects, so ordinary records before and after continue the same sequence.
     """
 
-    def __init__(self, role: Role, transit_key: bytes, stream: ByteStream, leftover: bytes):
+    def __init__(self, role: Role, transit_key: bytes, stream: ByteStream, leftover: bytes,
+                 cipher: Cipher = SECRETBOX):
         self.stream = stream
         self.description = stream.description
-        send_key, receive_key = record_keys(transit_key, role)
-        self._encoder = RecordEncoder(send_key)
-        self._decoder = RecordDecoder(receive_key)
+        send_key, receive_key = record_keys(transit_key, role, cipher)
+        self._encoder = RecordEncoder(send_key, cipher)
+        self._decoder = RecordDecoder(receive_key, cipher=cipher)
         self._queue: deque[bytes] = deque()
         self._waiters: deque[defer.Deferred[bytes]] = deque()
         self._on_record: Callable[[bytes], None] | None = None

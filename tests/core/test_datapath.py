@@ -106,10 +106,10 @@ async def test_inline_worker_keeps_the_same_contract() -> None:
 
 
 # --- end to end over loopback -------------------------------------------------------------------
-async def connected_pair(reactor):
+async def connected_pair(reactor, cipher: records.Cipher = records.SECRETBOX):
     def runner(role, **kw):
         return TransitRunner(reactor, role, TK, transports=load_transports(["direct-tcp"]),
-                             local_addresses=["127.0.0.1"], **kw)
+                             local_addresses=["127.0.0.1"], record_cipher=cipher, **kw)
 
     s, r = runner("sender"), runner("receiver", no_listen=True)
     s_hints, r_hints = await s.our_hints(), await r.our_hints()
@@ -119,17 +119,25 @@ async def connected_pair(reactor):
     return s, r, cs, cr
 
 
-@pytest.mark.parametrize(("record_size", "hashed", "inline"), [
-    (records.V1_RECORD_SIZE, True, False), (records.V1_RECORD_SIZE, True, True),
-    (records.BIG_RECORD_SIZE, True, False), (records.BIG_RECORD_SIZE, False, False)])
+AES = pytest.mark.skipif(capabilities.AES_RECORDS not in capabilities.FEATURES,
+                         reason="no hardware AES here")
+
+
+@pytest.mark.parametrize(("record_size", "hashed", "inline", "cipher"), [
+    (records.V1_RECORD_SIZE, True, False, records.SECRETBOX),
+    (records.V1_RECORD_SIZE, True, True, records.SECRETBOX),
+    (records.BIG_RECORD_SIZE, True, False, records.SECRETBOX),
+    (records.BIG_RECORD_SIZE, False, False, records.SECRETBOX),
+    pytest.param(records.BIG_RECORD_SIZE, False, False, records.AES256GCM, marks=AES),
+    pytest.param(records.BIG_RECORD_SIZE, True, False, records.AES256GCM, marks=AES)])
 @pytest_twisted.ensureDeferred
 async def test_file_crosses_intact(tmp_path: Path, record_size: int, hashed: bool,
-                                   inline: bool) -> None:
+                                   inline: bool, cipher: records.Cipher) -> None:
     from twisted.internet import reactor
 
     data = os.urandom(3 * records.BIG_RECORD_SIZE + 12345)
     (tmp_path / "src").write_bytes(data)
-    s, r, cs, cr = await connected_pair(reactor)
+    s, r, cs, cr = await connected_pair(reactor, cipher)
     sink = FileSink(str(tmp_path / "dst"), len(data))
     if not hashed:
         sink.skip_hash()

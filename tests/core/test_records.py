@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from nacl.secret import SecretBox
 
 from hilltop.capabilities import (
+    AES_RECORDS,
     FEATURES,
     UNHASHED_ACK,
     PeerCapabilities,
@@ -17,17 +18,21 @@ from hilltop.capabilities import (
     from_app_versions,
 )
 from hilltop.errors import BadRecordError
+from hilltop.handshake import transit_purpose_key
 from hilltop.records import (
+    AES256GCM,
     BIG_RECORD_SIZE,
     BIG_RECORDS,
     MAX_RECORD_SIZE,
     OVERHEAD,
+    SECRETBOX,
     V1_RECORD_SIZE,
     RecordDecoder,
     RecordEncoder,
     RecordFramer,
     RecordOpener,
     RecordSealer,
+    record_cipher,
     record_keys,
     record_size,
     whole_file_sha256,
@@ -211,3 +216,70 @@ def test_opener_checks_order_and_tags() -> None:
         opener.open(broken)
     with pytest.raises(BadRecordError, match="too short"):
         opener.open(b"\x00" * 39)
+
+
+# --- AES-256-GCM records (hilltop to hilltop) ---------------------------------------------------
+needs_aes = pytest.mark.skipif(AES_RECORDS not in FEATURES,
+                               reason="libsodium reports no hardware AES on this machine")
+
+
+def test_record_cipher_needs_both_sides() -> None:
+    assert record_cipher([AES_RECORDS], caps([AES_RECORDS])) == AES256GCM
+    assert record_cipher([AES_RECORDS], caps(None)) == SECRETBOX  # official, wormhole-william
+    assert record_cipher([AES_RECORDS], caps([BIG_RECORDS])) == SECRETBOX  # no AES there
+    assert record_cipher((), caps([AES_RECORDS])) == SECRETBOX  # we did not advertise it
+
+
+def test_aes_keys_are_not_the_secretbox_keys() -> None:
+    aes_send, aes_receive = record_keys(TK, "sender", AES256GCM)
+    assert aes_send == transit_purpose_key(TK, b"hilltop/aes256gcm/transit_record_sender_key")
+    assert aes_receive == transit_purpose_key(TK, b"hilltop/aes256gcm/transit_record_receiver_key")
+    assert {aes_send, aes_receive}.isdisjoint({SENDER_KEY, RECEIVER_KEY})
+    assert record_keys(TK, "receiver", AES256GCM) == (aes_receive, aes_send)
+
+
+@needs_aes
+def test_aes_record_matches_an_independent_aes_gcm() -> None:
+    """Our frame is len || 24-byte counter || AES-GCM(ciphertext || tag) under the counter's
+    low 12 bytes, checked against the ``cryptography`` package's AES-GCM."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    enc = RecordEncoder(SENDER_KEY, AES256GCM)
+    frames = [enc.encode(b"hello"), enc.encode(b""), enc.encode(b"x" * 70000)]
+    for counter, (frame, plain) in enumerate(zip(frames, [b"hello", b"", b"x" * 70000],
+                                                 strict=True)):
+        nonce = counter.to_bytes(24, "big")
+        expected = AESGCM(SENDER_KEY).encrypt(nonce[12:], plain, None)
+        assert frame == (24 + len(expected)).to_bytes(4, "big") + nonce + expected
+    dec = RecordDecoder(SENDER_KEY, cipher=AES256GCM)
+    assert dec.feed(b"".join(frames)) == [b"hello", b"", b"x" * 70000]
+
+
+@needs_aes
+def test_aes_records_refuse_tampering_order_and_the_other_cipher() -> None:
+    enc = RecordEncoder(SENDER_KEY, AES256GCM)
+    first, second = enc.encode(b"one"), enc.encode(b"two")
+    with pytest.raises(BadRecordError, match="nonce 1, expected 0"):
+        RecordDecoder(SENDER_KEY, cipher=AES256GCM).feed(second)
+    flipped = bytearray(first)
+    flipped[-1] ^= 1
+    with pytest.raises(BadRecordError, match="failed to decrypt"):
+        RecordDecoder(SENDER_KEY, cipher=AES256GCM).feed(bytes(flipped))
+    with pytest.raises(BadRecordError, match="failed to decrypt"):  # a peer that disagreed
+        RecordDecoder(SENDER_KEY).feed(first)
+    with pytest.raises(BadRecordError, match="failed to decrypt"):
+        RecordDecoder(SENDER_KEY, cipher=AES256GCM).feed(RecordEncoder(SENDER_KEY).encode(b"x"))
+
+
+@needs_aes
+def test_aes_seal_into_and_open_into_buffers() -> None:
+    sealer, opener = RecordSealer(SENDER_KEY, AES256GCM), RecordOpener(SENDER_KEY, AES256GCM)
+    buffer, out = bytearray(OVERHEAD + 100), bytearray(100)
+    for i in range(3):
+        frame = sealer.seal_into(bytes([i]) * 100, buffer)
+        assert bytes(opener.open(frame[4:], out)) == bytes([i]) * 100
+
+
+def test_unknown_cipher_is_a_programming_error() -> None:
+    with pytest.raises(ValueError, match="unknown record cipher"):
+        RecordSealer(SENDER_KEY, "rot13")  # type: ignore[arg-type]
