@@ -108,6 +108,22 @@ def test_hilltop_to_hilltop_onion(peers, tor_world: TorWorld, tmp_path: Path) ->
     assert "tor-relay" not in got.stderr and "tor-relay" not in sent.stderr
 
 
+def _official_receives(peers, w: TorWorld, sender, code: str, tmp_path: Path, data: bytes,
+                       sender_timeout: float):
+    """The official client receives ``small.bin`` over Tor (no relay); both must succeed."""
+    out = tmp_path / "got"
+    out.mkdir()
+    receiver = _official(peers, w, "receive", "--tor", "--tor-control-port",
+                         w.receiver.control_endpoint, "--accept-file", code, cwd=out,
+                         helper=NO_RELAY)
+    got = receiver.finish(150)
+    sent = sender.finish(sender_timeout)
+    assert got.returncode == 0, got.describe()
+    assert sent.returncode == 0, sent.describe()
+    assert (out / "small.bin").read_bytes() == data
+    return sent
+
+
 def test_hilltop_sender_official_receiver(peers, tor_world: TorWorld, tmp_path: Path) -> None:
     """The official client dials our tor-tcp-v1 hint (it never makes an onion service)."""
     w = tor_world
@@ -115,16 +131,7 @@ def test_hilltop_sender_official_receiver(peers, tor_world: TorWorld, tmp_path: 
     sender = _hilltop(peers, w, "send", "--tor-control-port", w.sender.control_endpoint,
                       str(tmp_path / "small.bin"), helper=NO_RELAY)
     code = sender.wait_for_code(90)
-    out = tmp_path / "got"
-    out.mkdir()
-    receiver = _official(peers, w, "receive", "--tor", "--tor-control-port",
-                         w.receiver.control_endpoint, "--accept-file", code, cwd=out,
-                         helper=NO_RELAY)
-    got = receiver.finish(150)
-    sent = sender.finish(30)
-    assert got.returncode == 0, got.describe()
-    assert sent.returncode == 0, sent.describe()
-    assert (out / "small.bin").read_bytes() == data
+    sent = _official_receives(peers, w, sender, code, tmp_path, data, 30)
     # the winner is the official's inbound connection to our onion service
     assert re.search(r"Sending \(tor [a-z2-7]{56}\.onion:\d+ \(inbound\)", sent.stderr), \
         sent.describe()
@@ -177,16 +184,7 @@ def test_onion_service_removed_and_key_never_written(peers, tor_world: TorWorld,
                        relay_url=w.relay_url, cwd=work,
                        env={"HOME": str(home), "TMPDIR": str(tmp)})
     code = sender.wait_for_code(90)
-    out = tmp_path / "got"
-    out.mkdir()
-    receiver = _official(peers, w, "receive", "--tor", "--tor-control-port",
-                         w.receiver.control_endpoint, "--accept-file", code, cwd=out,
-                         helper=NO_RELAY)
-    got = receiver.finish(150)
-    sent = sender.finish(60)
-    assert got.returncode == 0, got.describe()
-    assert sent.returncode == 0, sent.describe()
-    assert (out / "small.bin").read_bytes() == data
+    sent = _official_receives(peers, w, sender, code, tmp_path, data, 60)
     report = json.loads(sent.stdout.strip().splitlines()[-1])
     commands = report["commands"]
 
@@ -243,16 +241,7 @@ def test_launch_tor(peers, tor_world: TorWorld, tmp_path: Path) -> None:
     sender = _hilltop(peers, w, "send", "--launch-tor", str(tmp_path / "small.bin"),
                       env=env, helper=NO_RELAY)
     code = sender.wait_for_code(180)  # a fresh tor has to bootstrap first
-    out = tmp_path / "got"
-    out.mkdir()
-    receiver = _official(peers, w, "receive", "--tor", "--tor-control-port",
-                         w.receiver.control_endpoint, "--accept-file", code, cwd=out,
-                         helper=NO_RELAY)
-    got = receiver.finish(150)
-    sent = sender.finish(60)
-    assert got.returncode == 0, got.describe()
-    assert sent.returncode == 0, sent.describe()
-    assert (out / "small.bin").read_bytes() == data
+    sent = _official_receives(peers, w, sender, code, tmp_path, data, 60)
     launches = record.read_text().splitlines()
     assert len(launches) == 1, launches
     pid = int(launches[0].split()[0])

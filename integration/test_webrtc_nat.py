@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from nsproc import Proc
 
 pytest.importorskip("aiortc")
 pytestmark = pytest.mark.skipif(
@@ -46,38 +47,6 @@ def hilltop() -> list[str]:
     if (bindir / "hilltop").exists():
         return [str(bindir / "hilltop")]
     return [sys.executable, "-c", "from hilltop.cli.main import main; main()"]
-
-
-class Proc:
-    def __init__(self, name: str, argv: list[str], cwd: Path, logs: Path) -> None:
-        self.name = name
-        self.log = logs / f"{name}.log"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("WORMHOLE_")}
-        env.update({"PYTHONUNBUFFERED": "1", "WORMHOLE_QR": "0"})
-        with open(self.log, "wb") as out:
-            self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                         stdout=out, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
-
-    @property
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def describe(self) -> str:
-        return f"{self.name}: exit {self.proc.poll()}\n{self.output}"
-
-    def finish(self, timeout: float) -> int:
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            pytest.fail(f"hung, killed: {self.describe()}", pytrace=False)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
 
 
 def _router_rules(symmetric: bool) -> str:
