@@ -14,22 +14,18 @@ namespace of ``integration/netns-run`` too, because ``ip netns`` namespaces are 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
-import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from nsproc import Proc
+from nsproc import NamespaceLab, Proc
 
 HERE = Path(__file__).resolve().parent
 TEXT = "over the LAN, no server: ünïcode ✓"
@@ -56,87 +52,43 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-class LanLab:
+class LanLab(NamespaceLab):
     """A bridge namespace and four host namespaces on it; ``down()`` removes all of it."""
 
     def __init__(self, workdir: Path) -> None:
-        self.tag = f"hl{uuid.uuid4().hex[:6]}"
-        self.workdir = workdir
-        self.namespaces: list[str] = []
-        self.procs: list[Proc] = []
-
-    def ns(self, host: str) -> str:
-        return f"{self.tag}-{host}"
-
-    def _ip(self, *args: str) -> None:
-        subprocess.run(["ip", *args], check=True, capture_output=True, timeout=10)
+        super().__init__(workdir, "hl")
 
     def _add(self, host: str) -> str:
-        ns = self.ns(host)
-        self._ip("netns", "add", ns)
-        self.namespaces.append(ns)
+        ns = self.add_namespace(host)
         etc = Path("/etc/netns") / ns  # no resolver, public wormhole names on loopback
         etc.mkdir(parents=True, exist_ok=True)
         (etc / "resolv.conf").write_text("")
         (etc / "hosts").write_text("127.0.0.1 localhost\n"
                                    "127.0.0.1 relay.magic-wormhole.io transit.magic-wormhole.io\n")
-        self._ip("-n", ns, "link", "set", "lo", "up")
-        subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw",
-                        "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0"],
-                       check=True, capture_output=True, timeout=10)
+        self.exec(host, "sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0",
+                  "net.ipv6.conf.default.accept_dad=0")
         return ns
 
     def up(self) -> None:
         br = self._add("br")
-        self._ip("-n", br, "link", "add", "br0", "type", "bridge")
-        self._ip("-n", br, "addr", "add", "198.18.0.1/24", "dev", "br0")
-        self._ip("-n", br, "link", "set", "br0", "up")
+        self.ip("-n", br, "link", "add", "br0", "type", "bridge")
+        self.ip("-n", br, "addr", "add", "198.18.0.1/24", "dev", "br0")
+        self.ip("-n", br, "link", "set", "br0", "up")
         for host, n in HOSTS.items():
             ns = self._add(host)
             # made directly inside the namespaces: no name ever exists in ours
-            self._ip("link", "add", "eth0", "netns", ns, "type", "veth",
-                     "peer", "name", f"v{host}", "netns", br)
-            self._ip("-n", br, "link", "set", f"v{host}", "master", "br0", "up")
-            self._ip("-n", ns, "addr", "add", f"198.18.0.{n}/24", "dev", "eth0")
-            self._ip("-n", ns, "addr", "add", f"2001:2::{n}/64", "dev", "eth0", "nodad")
-            self._ip("-n", ns, "link", "set", "eth0", "up")
-
-    def run(self, host: str, name: str, argv: list[str], cwd: Path | None = None) -> Proc:
-        if cwd is None:
-            cwd = self.workdir / name
-            cwd.mkdir(parents=True, exist_ok=True)
-        proc = Proc(name, ["ip", "netns", "exec", self.ns(host), *argv], cwd, self.workdir)
-        self.procs.append(proc)
-        return proc
+            self.ip("link", "add", "eth0", "netns", ns, "type", "veth",
+                    "peer", "name", f"v{host}", "netns", br)
+            self.ip("-n", br, "link", "set", f"v{host}", "master", "br0", "up")
+            self.ip("-n", ns, "addr", "add", f"198.18.0.{n}/24", "dev", "eth0")
+            self.ip("-n", ns, "addr", "add", f"2001:2::{n}/64", "dev", "eth0", "nodad")
+            self.ip("-n", ns, "link", "set", "eth0", "up")
 
     def tx_bytes(self, host: str) -> int:
         out = subprocess.run(["ip", "netns", "exec", self.ns(host), "cat",
                               "/sys/class/net/eth0/statistics/tx_bytes"],
                              check=True, capture_output=True, text=True, timeout=10)
         return int(out.stdout)
-
-    def wait_listening(self, host: str, port: int, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            out = subprocess.run(["ip", "netns", "exec", self.ns(host), "ss", "-ltnH"],
-                                 capture_output=True, text=True, timeout=10).stdout
-            if f":{port} " in out:
-                return
-            time.sleep(0.1)
-        pytest.fail(f"nothing listens on port {port} in {host}", pytrace=False)
-
-    def down(self) -> None:
-        for proc in self.procs:
-            proc.kill()
-        for ns in reversed(self.namespaces):
-            pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True,
-                                  text=True, timeout=10).stdout.split()
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError, ValueError):
-                    os.kill(int(pid), signal.SIGKILL)
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
-            shutil.rmtree(Path("/etc/netns") / ns, ignore_errors=True)
-        self.namespaces = []
 
 
 @pytest.fixture

@@ -89,6 +89,16 @@ def _payload(path: Path, size: int) -> bytes:
     return data
 
 
+def _both_succeed(receiver, sender, received: Path, data: bytes, sender_timeout: float):
+    """Wait for both peers (the receiver first); both exit 0 and ``received`` holds ``data``."""
+    got = receiver.finish(150)
+    sent = sender.finish(sender_timeout)
+    assert got.returncode == 0, got.describe()
+    assert sent.returncode == 0, sent.describe()
+    assert received.read_bytes() == data
+    return got, sent
+
+
 def test_hilltop_to_hilltop_onion(peers, tor_world: TorWorld, tmp_path: Path) -> None:
     w = tor_world
     data = _payload(tmp_path / "five.bin", SIZE)
@@ -99,11 +109,7 @@ def test_hilltop_to_hilltop_onion(peers, tor_world: TorWorld, tmp_path: Path) ->
     out.mkdir()
     receiver = _hilltop(peers, w, "receive", "--tor-control-port", w.receiver.control_endpoint,
                         "--accept-file", code, cwd=out)
-    got = receiver.finish(150)
-    sent = sender.finish(30)
-    assert got.returncode == 0, got.describe()
-    assert sent.returncode == 0, sent.describe()
-    assert (out / "five.bin").read_bytes() == data
+    got, sent = _both_succeed(receiver, sender, out / "five.bin", data, 30)
     assert RECEIVING_ONION.search(got.stderr), got.describe()
     assert "tor-relay" not in got.stderr and "tor-relay" not in sent.stderr
 
@@ -116,12 +122,7 @@ def _official_receives(peers, w: TorWorld, sender, code: str, tmp_path: Path, da
     receiver = _official(peers, w, "receive", "--tor", "--tor-control-port",
                          w.receiver.control_endpoint, "--accept-file", code, cwd=out,
                          helper=NO_RELAY)
-    got = receiver.finish(150)
-    sent = sender.finish(sender_timeout)
-    assert got.returncode == 0, got.describe()
-    assert sent.returncode == 0, sent.describe()
-    assert (out / "small.bin").read_bytes() == data
-    return sent
+    return _both_succeed(receiver, sender, out / "small.bin", data, sender_timeout)[1]
 
 
 def test_hilltop_sender_official_receiver(peers, tor_world: TorWorld, tmp_path: Path) -> None:
@@ -149,11 +150,7 @@ def test_official_sender_hilltop_socks_only_receiver(peers, tor_world: TorWorld,
     out.mkdir()
     receiver = _hilltop(peers, w, "receive", "--tor-socks", f"127.0.0.1:{w.receiver.socks}",
                         "--accept-file", code, cwd=out)
-    got = receiver.finish(150)
-    sent = sender.finish(30)
-    assert got.returncode == 0, got.describe()
-    assert sent.returncode == 0, sent.describe()
-    assert (out / "small.bin").read_bytes() == data
+    got, sent = _both_succeed(receiver, sender, out / "small.bin", data, 30)
     assert "no onion service can be made" in got.stderr
     assert "Receiving (->tor-relay " in got.stderr, got.describe()
 

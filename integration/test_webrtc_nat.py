@@ -14,21 +14,16 @@ relay when natA is symmetric (``masquerade fully-random``). Each test prints whi
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
-import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from nsproc import Proc
+from nsproc import NamespaceLab, Proc
 
 pytest.importorskip("aiortc")
 pytestmark = pytest.mark.skipif(
@@ -73,69 +68,39 @@ table inet fw {{
 """
 
 
-class NatLab:
+class NatLab(NamespaceLab):
+    """A "public" namespace, two NAT routers and a host behind each; ``down()`` removes all."""
+
     def __init__(self, workdir: Path) -> None:
-        self.tag = f"wr{uuid.uuid4().hex[:6]}"
-        self.workdir = workdir
-        self.namespaces: list[str] = []
-        self.procs: list[Proc] = []
-
-    def ns(self, name: str) -> str:
-        return f"{self.tag}-{name}"
-
-    def sh(self, *args: str, stdin: str | None = None) -> None:
-        subprocess.run(list(args), check=True, capture_output=True, timeout=10, input=stdin,
-                       text=True)
-
-    def ex(self, name: str, *args: str, stdin: str | None = None) -> None:
-        self.sh("ip", "netns", "exec", self.ns(name), *args, stdin=stdin)
+        super().__init__(workdir, "wr")
 
     def _add(self, name: str) -> None:
-        self.sh("ip", "netns", "add", self.ns(name))
-        self.namespaces.append(self.ns(name))
-        self.ex(name, "ip", "link", "set", "lo", "up")
-        self.ex(name, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
+        self.add_namespace(name)
+        self.exec(name, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
 
     def up(self, symmetric_a: bool) -> None:
         for name in ("pub", "natA", "natB", "hostA", "hostB"):
             self._add(name)
-        self.ex("pub", "ip", "link", "add", "br0", "type", "bridge")
-        self.ex("pub", "ip", "addr", "add", "198.19.0.1/24", "dev", "br0")
-        self.ex("pub", "ip", "link", "set", "br0", "up")
+        self.exec("pub", "ip", "link", "add", "br0", "type", "bridge")
+        self.exec("pub", "ip", "addr", "add", "198.19.0.1/24", "dev", "br0")
+        self.exec("pub", "ip", "link", "set", "br0", "up")
         for side, wan, net in (("A", "198.19.0.2", 1), ("B", "198.19.0.3", 2)):
             nat, host = f"nat{side}", f"host{side}"
-            self.sh("ip", "link", "add", "wan", "netns", self.ns(nat), "type", "veth",
+            self.ip("link", "add", "wan", "netns", self.ns(nat), "type", "veth",
                     "peer", "name", f"p{nat}", "netns", self.ns("pub"))
-            self.ex("pub", "ip", "link", "set", f"p{nat}", "master", "br0", "up")
-            self.ex(nat, "ip", "addr", "add", f"{wan}/24", "dev", "wan")
-            self.ex(nat, "ip", "link", "set", "wan", "up")
-            self.sh("ip", "link", "add", "eth0", "netns", self.ns(host), "type", "veth",
+            self.exec("pub", "ip", "link", "set", f"p{nat}", "master", "br0", "up")
+            self.exec(nat, "ip", "addr", "add", f"{wan}/24", "dev", "wan")
+            self.exec(nat, "ip", "link", "set", "wan", "up")
+            self.ip("link", "add", "eth0", "netns", self.ns(host), "type", "veth",
                     "peer", "name", "lan", "netns", self.ns(nat))
-            self.ex(nat, "ip", "addr", "add", f"198.18.{net}.1/24", "dev", "lan")
-            self.ex(nat, "ip", "link", "set", "lan", "up")
-            self.ex(nat, "ip", "route", "add", "default", "via", "198.19.0.1")
-            self.ex(nat, "sysctl", "-qw", "net.ipv4.ip_forward=1")
-            self.ex(nat, "nft", "-f", "-", stdin=_router_rules(symmetric_a and side == "A"))
-            self.ex(host, "ip", "addr", "add", f"198.18.{net}.10/24", "dev", "eth0")
-            self.ex(host, "ip", "link", "set", "eth0", "up")
-            self.ex(host, "ip", "route", "add", "default", "via", f"198.18.{net}.1")
-
-    def run(self, name: str, proc: str, argv: list[str], cwd: Path | None = None) -> Proc:
-        p = Proc(proc, ["ip", "netns", "exec", self.ns(name), *argv], cwd or self.workdir,
-                 self.workdir)
-        self.procs.append(p)
-        return p
-
-    def wait_port(self, name: str, port: int, flag: str) -> None:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            out = subprocess.run(["ip", "netns", "exec", self.ns(name), "ss", flag],
-                                 capture_output=True, text=True, timeout=10).stdout
-            if f":{port} " in out:
-                return
-            time.sleep(0.1)
-        pytest.fail(f"nothing listens on {port} in {name}: "
-                    + "\n".join(p.describe() for p in self.procs), pytrace=False)
+            self.exec(nat, "ip", "addr", "add", f"198.18.{net}.1/24", "dev", "lan")
+            self.exec(nat, "ip", "link", "set", "lan", "up")
+            self.exec(nat, "ip", "route", "add", "default", "via", "198.19.0.1")
+            self.exec(nat, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+            self.exec(nat, "nft", "-f", "-", stdin=_router_rules(symmetric_a and side == "A"))
+            self.exec(host, "ip", "addr", "add", f"198.18.{net}.10/24", "dev", "eth0")
+            self.exec(host, "ip", "link", "set", "eth0", "up")
+            self.exec(host, "ip", "route", "add", "default", "via", f"198.18.{net}.1")
 
     def servers(self, mailbox_twist: Path) -> None:
         self.run("pub", "mailbox", [str(mailbox_twist), "wormhole-mailbox",
@@ -150,19 +115,9 @@ class NatLab:
             "--denied-peer-ip=0.0.0.0-255.255.255.255",
             f"--log-file={self.workdir / 'turn.log'}", "--simple-log",
             f"--pidfile={self.workdir / 'turn.pid'}"])
-        self.wait_port("pub", 4000, "-ltnH")
-        self.wait_port("pub", 3478, "-lunH")
+        self.wait_listening("pub", 4000)
+        self.wait_listening("pub", 3478, "-lunH")
 
-    def down(self) -> None:
-        for p in self.procs:
-            p.kill()
-        for ns in self.namespaces:
-            out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True,
-                                 timeout=10).stdout
-            for pid in out.split():
-                with contextlib.suppress(ProcessLookupError, ValueError):
-                    os.kill(int(pid), signal.SIGKILL)
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
 
 
 @pytest.fixture
