@@ -17,7 +17,7 @@ import os
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from twisted.internet import defer
 
@@ -57,10 +57,10 @@ def transit_key(w: Wormhole) -> bytes:
     return w.derive_key(w.appid + "/transit-key")
 
 
-async def make_runner(reactor: Any, w: Wormhole, role: str,
-                      options: TransitOptions) -> TransitRunner:
+def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions,
+                record_cipher: records.Cipher = records.SECRETBOX) -> TransitRunner:
     """The transit runner for this peer: our transports and settings, and the record cipher
-    both sides' features choose (:func:`records.record_cipher`)."""
+    both sides agreed on (:func:`_negotiate`)."""
     from hilltop.hints import parse_transit_helper
     from hilltop.plugins import load_configured
     from hilltop.runner import TransitRunner
@@ -76,7 +76,6 @@ async def make_runner(reactor: Any, w: Wormhole, role: str,
         from hilltop.webrtcwire import MailboxSignalling
 
         extra["webrtc"] = {**extra.get("webrtc", {}), "signalling": MailboxSignalling(w)}
-    ours, peer = await _features(w)
     return TransitRunner(
         reactor,
         role,  # type: ignore[arg-type]
@@ -87,7 +86,7 @@ async def make_runner(reactor: Any, w: Wormhole, role: str,
         tor=options.tor,
         local_addresses=options.local_addresses,
         options=extra,
-        record_cipher=records.record_cipher(ours, peer),
+        record_cipher=record_cipher,
     )
 
 
@@ -123,7 +122,8 @@ async def send_source(
     Returns the SHA-256 (hex) both sides agreed on, or None when both are hilltop and agreed
     to skip it (:data:`capabilities.UNHASHED_ACK`: the records already authenticate it all).
     """
-    runner = await make_runner(reactor, w, "sender", options)
+    plan = await _negotiate(w)
+    runner = make_runner(reactor, w, "sender", options, plan.cipher)
     try:
         hints = await runner.our_hints()
         w.send_message(transit_message(runner, hints))
@@ -132,8 +132,8 @@ async def send_source(
         conn = await runner.connect(parse_peer_hints(runner, peer_transit))
         try:
             on_connected(conn.description)
-            size, hashed = await _negotiate(w)
-            digest = await _stream(reactor, conn, source, progress, size, hashed)
+            digest = await _stream(reactor, conn, source, progress, plan.record_size,
+                                   plan.hashed)
             try:
                 ack = await conn.receive_record()
             except TransitError:
@@ -148,19 +148,20 @@ async def send_source(
         await runner.stop()
 
 
-async def _negotiate(w: Wormhole) -> tuple[int, bool]:
-    """(record size, whether to hash the whole file), from both sides' features.
+class DataPath(NamedTuple):
+    """What both sides' features decide for one transfer (the rules live in ``records``)."""
 
-    The rules are :func:`records.record_size` and :func:`records.whole_file_sha256`.
-    """
-    ours, peer = await _features(w)
-    return records.record_size(ours, peer), records.whole_file_sha256(ours, peer)
+    record_size: int  # records.record_size
+    hashed: bool  # records.whole_file_sha256
+    cipher: records.Cipher  # records.record_cipher
 
 
-async def _features(w: Wormhole) -> tuple[frozenset[str], capabilities.PeerCapabilities]:
-    """(the features we advertised, what the peer advertised): every data-path rule's input."""
+async def _negotiate(w: Wormhole) -> DataPath:
+    """The data path for this peer, from the features we and it advertised."""
     ours = capabilities.from_app_versions(w.app_versions).features
-    return ours, capabilities.from_app_versions(await w.get_peer_versions())
+    peer = capabilities.from_app_versions(await w.get_peer_versions())
+    return DataPath(records.record_size(ours, peer), records.whole_file_sha256(ours, peer),
+                    records.record_cipher(ours, peer))
 
 
 async def _await_answer(w: Wormhole) -> transfer.TransitMsg:
@@ -406,12 +407,13 @@ async def receive_into(
     reaches it (wormhole-william 1.0.6 sometimes does), the complete file stays and
     ``on_unacknowledged`` hears why.
     """
-    runner = await make_runner(reactor, w, "receiver", options)
+    runner: TransitRunner | None = None
     try:
-        record_size, hashed = await _negotiate(w)
-        if not hashed:
+        plan = await _negotiate(w)
+        runner = make_runner(reactor, w, "receiver", options, plan.cipher)
+        if not plan.hashed:
             sink.skip_hash()
-        v1_sender = record_size < records.BIG_RECORD_SIZE
+        v1_sender = plan.record_size < records.BIG_RECORD_SIZE
         if v1_sender:  # paced by a single-threaded sender: see without_direct_io
             sink.without_direct_io()
         hints = await runner.our_hints()
@@ -433,7 +435,8 @@ async def receive_into(
         sink.abort()
         raise
     finally:
-        await runner.stop()
+        if runner is not None:
+            await runner.stop()
 
 
 def _ack(digest: str | None) -> bytes:
