@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from nsproc import hilltop_command
 
 PEER_PACKAGES = (
     "magic-wormhole==0.24.0",
@@ -374,20 +375,6 @@ class Peer:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
-
-
-def hilltop_command() -> list[str]:
-    """The hilltop ``wormhole`` installed beside the interpreter running the tests.
-
-    In a venv that is ``bin/wormhole`` next to ``bin/hilltop`` (the alias only hilltop
-    installs, which tells it apart from an official ``wormhole``). Otherwise the package is run
-    through the interpreter, which works from any install that can import it.
-    """
-    bindir = Path(sys.executable).parent
-    if (bindir / "hilltop").exists():
-        wormhole = bindir / "wormhole"
-        return [str(wormhole if wormhole.exists() else bindir / "hilltop")]
-    return [sys.executable, "-c", "from hilltop.cli.main import main; main()"]
 
 
 @dataclass(frozen=True)

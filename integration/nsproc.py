@@ -1,4 +1,4 @@
-"""A process started inside a network namespace by the namespace tests (LAN, WebRTC NAT).
+"""Processes the integration tests start: the hilltop command, and peers inside namespaces.
 
 Output goes to files, so a full pipe never blocks a peer; ``WORMHOLE_*`` variables of the
 test runner are dropped, so only the arguments decide which servers a peer uses.
@@ -12,11 +12,26 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
+
+
+def hilltop_command() -> list[str]:
+    """The hilltop ``wormhole`` installed beside the interpreter running the tests.
+
+    In a venv that is ``bin/wormhole`` next to ``bin/hilltop`` (the alias only hilltop
+    installs, which tells it apart from an official ``wormhole``). Otherwise the package is run
+    through the interpreter, which works from any install that can import it.
+    """
+    bindir = Path(sys.executable).parent
+    if (bindir / "hilltop").exists():
+        wormhole = bindir / "wormhole"
+        return [str(wormhole if wormhole.exists() else bindir / "hilltop")]
+    return [sys.executable, "-c", "from hilltop.cli.main import main; main()"]
 
 
 class Proc:

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from nsproc import NamespaceLab, Proc
+from nsproc import NamespaceLab, Proc, hilltop_command
 
 HERE = Path(__file__).resolve().parent
 TEXT = "over the LAN, no server: ünïcode ✓"
@@ -35,13 +35,6 @@ BIG = 50_000_000
 needs_netns = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("ip") is None,
     reason="LAN tests build network namespaces: they need root and iproute2")
-
-
-def hilltop() -> list[str]:
-    bindir = Path(sys.executable).parent
-    if (bindir / "hilltop").exists():
-        return [str(bindir / "hilltop")]
-    return [sys.executable, "-c", "from hilltop.cli.main import main; main()"]
 
 
 def sha256(path: Path) -> str:
@@ -108,7 +101,7 @@ def start_watcher(lab: LanLab) -> Proc:
 
 
 def start_sender(lab: LanLab, *args: str, cwd: Path | None = None) -> tuple[Proc, str, str]:
-    sender = lab.run("a", "send", [*hilltop(), "send", "--lan", "--hide-progress", *args],
+    sender = lab.run("a", "send", [*hilltop_command(), "send", "--lan", "--hide-progress", *args],
                      cwd=cwd)
     code = sender.wait_for(r"Wormhole code is: (\S+)").group(1)
     url = sender.wait_for(r"LAN mailbox: (ws://\S+)").group(1)
@@ -116,7 +109,7 @@ def start_sender(lab: LanLab, *args: str, cwd: Path | None = None) -> tuple[Proc
 
 
 def receive(lab: LanLab, code: str, cwd: Path, host: str = "b", name: str = "recv") -> Proc:
-    return lab.run(host, name, [*hilltop(), "receive", "--lan", "--accept-file",
+    return lab.run(host, name, [*hilltop_command(), "receive", "--lan", "--accept-file",
                                 "--hide-progress", code], cwd=cwd)
 
 
@@ -255,7 +248,8 @@ def test_unreachable_mailbox_suggests_lan(tmp_path: Path) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     for args in (["send", "--text", "x"], ["receive", "7-guitarist-revenge"]):
-        proc = subprocess.run([*hilltop(), "--relay-url", f"ws://127.0.0.1:{port}/v1", *args],
+        dead = f"ws://127.0.0.1:{port}/v1"
+        proc = subprocess.run([*hilltop_command(), "--relay-url", dead, *args],
                               capture_output=True, text=True, timeout=60, cwd=tmp_path,
                               stdin=subprocess.DEVNULL)
         assert proc.returncode == 1

@@ -18,12 +18,11 @@ import hashlib
 import os
 import re
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from nsproc import NamespaceLab, Proc
+from nsproc import NamespaceLab, Proc, hilltop_command
 
 pytest.importorskip("aiortc")
 pytestmark = pytest.mark.skipif(
@@ -35,13 +34,6 @@ SIZE = 5_000_000
 MAILBOX = "ws://198.19.0.1:4000/v1"
 STUN = "stun:198.19.0.1:3478"
 TURN = "turn:198.19.0.1:3478?transport=udp"
-
-
-def hilltop() -> list[str]:
-    bindir = Path(sys.executable).parent
-    if (bindir / "hilltop").exists():
-        return [str(bindir / "hilltop")]
-    return [sys.executable, "-c", "from hilltop.cli.main import main; main()"]
 
 
 def _router_rules(symmetric: bool) -> str:
@@ -136,7 +128,7 @@ def transfer(lab: NatLab, tmp_path: Path, code: str, ice: list[str]) -> tuple[Pr
     dest = tmp_path / "dest"
     dest.mkdir()
     common = ["--transports", "direct-tcp,webrtc", "--hide-progress", *ice]
-    head = [*hilltop(), "--relay-url", MAILBOX]
+    head = [*hilltop_command(), "--relay-url", MAILBOX]
     sender = lab.run("hostA", "send", [*head, "send", *common, "--code", code,
                                         str(src / "f.bin")])
     recv = lab.run("hostB", "recv", [*head, "receive", "--accept-file", *common, code],
