@@ -81,13 +81,55 @@ def _utf8(text: str) -> bytes:
 PAKE_MSG_LEN = 33  # b"S" + one 32-byte Ed25519 element
 
 
+def gospake2_key(password: bytes, id_symmetric: bytes, msg_a: bytes, msg_b: bytes,
+                 shared_element: bytes) -> bytes | None:
+    """The session key gospake2 (wormhole-william's SPAKE2) derives, where it differs from ours.
+
+    gospake2 0.2 encodes an element with Go's ``big.Int.Bytes()``, which drops leading zeros
+    of the big-endian number: trailing zero bytes of the little-endian encoding. When the shared
+    element K ends in a zero byte (1 session in 256), its transcript is built with that shorter
+    length for every element slot, so the two sides derive different keys and the transfer dies
+    as a "wrong code". Knowing the rule, we can derive its key too and let the peer's first
+    encrypted message decide. ``None`` means both derivations agree.
+    """
+    size = len(shared_element.rstrip(b"\0"))
+    if size == len(shared_element):
+        return None
+    first, second = sorted([msg_a, msg_b])
+    transcript = b"".join([hashlib.sha256(password).digest(),
+                           hashlib.sha256(id_symmetric).digest(),
+                           first[:size], second[:size], shared_element[:size]])
+    return hashlib.sha256(transcript).digest()
+
+
+def written_by_python_json(body: bytes) -> bool:
+    """Whether a ``pake`` body has Python's ``json.dumps`` spacing (official client, hilltop).
+
+    Such peers use python-spake2 and derive the standard key; Go and Rust encoders write
+    compact JSON, and only they may have derived the gospake2 variant.
+    """
+    return body.startswith(b'{"pake_v1": "')
+
+
+class _KeepingSpake2(SPAKE2_Symmetric):
+    """python-spake2's symmetric side, keeping the shared element K for :func:`gospake2_key`."""
+
+    shared_element: bytes | None = None
+
+    def _finalize(self, K_bytes: bytes) -> bytes:  # noqa: N803 (spake2's parameter name)
+        self.shared_element = K_bytes
+        return super()._finalize(K_bytes)
+
+
 class Pake:
     """One side of the SPAKE2 exchange, speaking the ``pake`` phase body format."""
 
     def __init__(self, code: str, appid: str, entropy: Callable[[int], bytes]) -> None:
-        self._spake = SPAKE2_Symmetric(_utf8(code), idSymmetric=_utf8(appid), entropy_f=entropy)
+        self._spake = _KeepingSpake2(_utf8(code), idSymmetric=_utf8(appid), entropy_f=entropy)
         self._body: bytes | None = None
         self._finished = False
+        self.gospake2_key: bytes | None = None
+        """After :meth:`finish`: the key a gospake2 peer derived, if it differs (else None)."""
 
     def start(self) -> bytes:
         """The mailbox body of our ``pake`` message (computed once, so resends are identical)."""
@@ -113,7 +155,13 @@ class Pake:
             raise WrongCodeError("the peer's PAKE message is not symmetric SPAKE2")
         self._finished = True
         try:
-            return self._spake.finish(peer)
+            shared = self._spake.finish(peer)
         except (SPAKEError, ValueError, NotOnCurve) as err:
             reason = str(err) or type(err).__name__
             raise WrongCodeError(f"PAKE failed: {reason}") from None
+        spake = self._spake
+        if spake.shared_element is None:
+            raise LocalError("spake2 no longer calls _finalize: check the pinned version")
+        self.gospake2_key = gospake2_key(spake.pw, spake.idSymmetric, spake.outbound_message,
+                                         spake.inbound_message, spake.shared_element)
+        return shared

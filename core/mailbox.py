@@ -107,6 +107,7 @@ Event = (
 class Stage(Enum):
     NO_CODE = auto()
     HAVE_CODE = auto()  # our PAKE is out (or will be once the mailbox opens)
+    TWO_KEYS = auto()  # a Go peer may hold the gospake2 key: its version message decides
     KEYED = auto()  # shared key computed, our version sent
     CONFIRMED = auto()  # peer's version decrypted
     CLOSING = auto()
@@ -116,9 +117,11 @@ class Stage(Enum):
 STAGE_MOVES: dict[tuple[Stage, str], Stage] = {
     (Stage.NO_CODE, "code"): Stage.HAVE_CODE,
     (Stage.HAVE_CODE, "key"): Stage.KEYED,
+    (Stage.HAVE_CODE, "ambiguous key"): Stage.TWO_KEYS,
+    (Stage.TWO_KEYS, "key"): Stage.KEYED,
     (Stage.KEYED, "confirm"): Stage.CONFIRMED,
-    **{(s, "close"): Stage.CLOSING for s in (Stage.NO_CODE, Stage.HAVE_CODE, Stage.KEYED,
-                                              Stage.CONFIRMED)},
+    **{(s, "close"): Stage.CLOSING for s in (Stage.NO_CODE, Stage.HAVE_CODE, Stage.TWO_KEYS,
+                                              Stage.KEYED, Stage.CONFIRMED)},
     (Stage.CLOSING, "done"): Stage.CLOSED,
 }
 
@@ -200,6 +203,7 @@ class Mailbox:
         self._want_list = False
         self._pake: key.Pake | None = None
         self.shared_key: bytes | None = None
+        self._candidate_keys: tuple[bytes, ...] = ()  # in Stage.TWO_KEYS only
         self._peer_side: str | None = None
         self._peer_pake: bytes | None = None
         self._seen: set[tuple[str, str]] = set()
@@ -426,6 +430,8 @@ class Mailbox:
             else:
                 self._finish_pake(msg.body)
         elif msg.phase == "version" or NUMBERED_PHASE.match(msg.phase):
+            if self.stage is Stage.TWO_KEYS and msg.phase == "version":
+                self._adopt_key(self._key_that_opens(msg))
             if self.shared_key is None:
                 self._early.append(msg)
             else:
@@ -436,6 +442,33 @@ class Mailbox:
         assert self._pake is not None
         self._peer_pake = None
         shared = self._pake.finish(body)
+        go_key = self._pake.gospake2_key
+        if go_key is None or key.written_by_python_json(body):
+            self._adopt_key(shared)
+            return
+        # Our version must not go out under a key the peer cannot open (wormhole-william
+        # gives up on the first message it cannot decrypt). Go and Rust peers send their
+        # version without waiting for ours, so waiting for it cannot deadlock.
+        self._candidate_keys = (shared, go_key)
+        self.stage = _move(STAGE_MOVES, self.stage, "ambiguous key")
+        version = next((msg for msg in self._early if msg.phase == "version"), None)
+        if version is not None:
+            self._adopt_key(self._key_that_opens(version))
+
+    def _key_that_opens(self, version: messages.Message) -> bytes:
+        """The candidate key under which the peer sealed its ``version`` message."""
+        for candidate in self._candidate_keys:
+            phase_key = key.derive_phase_key(candidate, version.side, version.phase)
+            try:
+                key.open_sealed(phase_key, version.body)
+            except WrongCodeError:
+                continue
+            return candidate
+        return self._candidate_keys[0]  # none opens: a wrong code, reported as usual
+
+    def _adopt_key(self, shared: bytes) -> None:
+        """The session key is settled: announce it, send our version, open what waited."""
+        self._candidate_keys = ()
         self.shared_key = shared
         self.stage = _move(STAGE_MOVES, self.stage, "key")
         self._events.append(KeyEstablished(key.verifier(shared)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -199,3 +200,60 @@ def test_pake_finish_twice_is_misuse() -> None:
 def test_pake_random_bodies_raise_only_wrong_code(body: bytes) -> None:
     with pytest.raises(WrongCodeError):
         key.Pake(CODE, key.APPID, fixed(1)).finish(body)
+
+
+# -- gospake2 (wormhole-william) compatibility -----------------------------------------------
+# Entropy bytes 7 and 183 make a session whose shared element K ends in a zero byte (found
+# by search; about 1 session in 256 does).
+GO_CASE = (7, 183)
+
+
+def go_element_bytes(little_endian: bytes) -> bytes:
+    """What gospake2's Compress returns: Go's big.Int.Bytes() of the number, reversed."""
+    number = int.from_bytes(little_endian, "little")
+    return number.to_bytes((number.bit_length() + 7) // 8, "big")[::-1]
+
+
+def go_symmetric_key(password: bytes, ids: bytes, own: bytes, inbound: bytes, k: bytes) -> bytes:
+    """gospake2 0.2's transcriptSymmetric, step by step: slots sized by len(K), filled by copy."""
+    own, k = go_element_bytes(own), go_element_bytes(k)
+    size = len(k)
+    buf = bytearray(64 + 3 * size)
+    buf[:32] = hashlib.sha256(password).digest()
+    buf[32:64] = hashlib.sha256(ids).digest()
+    first, second = (own, inbound) if own < inbound else (inbound, own)
+    for slot, value in enumerate((first, second, k)):
+        start = 64 + slot * size
+        n = min(size, len(value))
+        buf[start:start + n] = value[:n]
+    return hashlib.sha256(bytes(buf)).digest()
+
+
+def go_view(pake: key.Pake) -> bytes:
+    spake = pake._spake
+    return go_symmetric_key(spake.pw, spake.idSymmetric, spake.outbound_message,
+                            spake.inbound_message, spake.shared_element)
+
+
+def test_gospake2_key_is_none_when_k_has_no_trailing_zero() -> None:
+    a, b = pair()
+    assert a.finish(b.start()).hex() == SHARED
+    assert a._spake.shared_element[-1] != 0
+    assert a.gospake2_key is None
+    assert go_view(a).hex() == SHARED  # the oracle agrees with python-spake2 here
+
+
+def test_gospake2_key_matches_what_go_derives_when_k_ends_in_zero() -> None:
+    a = key.Pake(CODE, key.APPID, fixed(GO_CASE[0]))
+    b = key.Pake(CODE, key.APPID, fixed(GO_CASE[1]))
+    standard = a.finish(b.start())
+    assert b.finish(a.start()) == standard
+    assert a._spake.shared_element[-1] == 0
+    assert a.gospake2_key is not None and a.gospake2_key != standard
+    assert a.gospake2_key == b.gospake2_key == go_view(a) == go_view(b)
+
+
+def test_python_json_spacing_is_recognised() -> None:
+    a, _ = pair()
+    assert key.written_by_python_json(a.start())
+    assert not key.written_by_python_json(b'{"pake_v1":"' + MSG_A.encode() + b'"}')  # Go, Rust

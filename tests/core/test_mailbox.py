@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from hilltop import key
 from hilltop import mailbox as mb
 from hilltop.errors import (
     ProtocolError,
@@ -372,3 +373,96 @@ def test_ping_pong() -> None:
     a.ping(7)
     pump(ca)
     assert of(mb.PongEvent, events(a)) == [mb.PongEvent(7)]
+
+
+# -- a wormhole-william peer in the 1-in-256 sessions where gospake2 derives another key --------
+GO_CASE = (7, 183)  # SPAKE2 entropy bytes whose shared element K ends in a zero byte
+
+
+class GoStylePake(key.Pake):
+    """Stands in for wormhole-william: compact JSON, and the key gospake2 0.2 derives."""
+
+    def start(self) -> bytes:
+        return json.dumps(json.loads(super().start()), separators=(",", ":")).encode()
+
+    def finish(self, body: bytes) -> bytes:
+        standard = super().finish(body)
+        go_key, self.gospake2_key = self.gospake2_key, None
+        return go_key or standard
+
+
+def engine_with_entropy(seed: int, spake_byte: int) -> mb.Mailbox:
+    """An engine whose SPAKE2 entropy (the only 64-byte request) is one repeated byte."""
+    rng = random.Random(seed)
+
+    def random_bytes(n: int) -> bytes:
+        return bytes([spake_byte]) * n if n == 64 else rng.randbytes(n)
+
+    return mb.Mailbox(APPID, rng.randbytes(5).hex(), random_bytes, {})
+
+
+def set_code_as_go(engine_: mb.Mailbox, code: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    with monkeypatch.context() as patch:
+        patch.setattr(mb.key, "Pake", GoStylePake)
+        engine_.set_code(code)
+
+
+def version_adds(server: FakeServer) -> list[str]:
+    return [side for side, m in server.log if m["type"] == "add" and m["phase"] == "version"]
+
+
+@pytest.mark.parametrize("hilltop_first", [True, False], ids=["hilltop_first", "go_first"])
+def test_go_peer_with_trailing_zero_k_gets_its_own_key(
+        monkeypatch: pytest.MonkeyPatch, hilltop_first: bool) -> None:
+    server = FakeServer()
+    ours, go = engine_with_entropy(20, GO_CASE[0]), engine_with_entropy(21, GO_CASE[1])
+    c_ours, c_go = server.connect(ours), server.connect(go)
+    if hilltop_first:
+        ours.set_code("7-guitarist-revenge")
+        pump(c_ours, c_go)
+        set_code_as_go(go, "7-guitarist-revenge", monkeypatch)
+    else:  # the Go peer's pake and version are waiting in the mailbox when we join
+        set_code_as_go(go, "7-guitarist-revenge", monkeypatch)
+        pump(c_go)
+        pump(c_ours, c_go)
+        ours.set_code("7-guitarist-revenge")
+    ours.send(b"to go")
+    go.send(b"to hilltop")
+    pump(c_ours, c_go)
+    e_ours, e_go = events(ours), events(go)
+    assert ours.stage is mb.Stage.CONFIRMED and go.stage is mb.Stage.CONFIRMED
+    assert ours.shared_key == go.shared_key
+    assert [e.data for e in of(mb.Received, e_go)] == [b"to go"]
+    assert [e.data for e in of(mb.Received, e_ours)] == [b"to hilltop"]
+    assert of(mb.KeyEstablished, e_ours)[0].verifier == of(mb.KeyEstablished, e_go)[0].verifier
+    assert version_adds(server) == [go.side, ours.side]  # ours waited for the Go peer's
+
+
+def test_go_peer_key_differs_from_the_standard_one_in_this_case(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Guards the test above: without the second candidate the two sides would disagree."""
+    a = key.Pake("7-guitarist-revenge", APPID, lambda n: bytes([GO_CASE[0]]) * n)
+    b = GoStylePake("7-guitarist-revenge", APPID, lambda n: bytes([GO_CASE[1]]) * n)
+    assert a.finish(b.start()) != b.finish(a.start())
+
+
+def test_two_hilltops_with_trailing_zero_k_do_not_wait_for_each_other() -> None:
+    server = FakeServer()
+    a, b = engine_with_entropy(22, GO_CASE[0]), engine_with_entropy(23, GO_CASE[1])
+    ca, cb = server.connect(a), server.connect(b)
+    a.set_code("7-guitarist-revenge")
+    b.set_code("7-guitarist-revenge")
+    pump(ca, cb)
+    assert a.stage is mb.Stage.CONFIRMED and b.stage is mb.Stage.CONFIRMED
+    assert a._pake is not None and a._pake.gospake2_key is not None  # the case is the real one
+
+
+def test_go_style_peer_with_wrong_code_is_a_wrong_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    server = FakeServer()
+    ours, go = engine_with_entropy(24, GO_CASE[0]), engine_with_entropy(25, GO_CASE[1])
+    c_ours, c_go = server.connect(ours), server.connect(go)
+    ours.set_code("7-guitarist-revenge")
+    set_code_as_go(go, "7-guitarist-revengf", monkeypatch)
+    pump(c_ours, c_go)
+    closed = of(mb.ClosedEvent, events(ours))
+    assert len(closed) == 1 and isinstance(closed[0].error, WrongCodeError)
