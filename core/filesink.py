@@ -28,6 +28,7 @@ import os
 import re
 import shutil
 import stat
+import struct
 import unicodedata
 import zipfile
 import zlib
@@ -62,6 +63,9 @@ _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
 
 
+_LOCAL_HEADER = struct.Struct("<4s5H3L2H")
+"""A zip local file header: signature, versions, flags, method, time, date, crc, sizes,
+name length, extra length; the member's data follows the name and the extra field."""
 def _write_all(fd: int, data: bytes) -> None:
     """Write every byte (os.write may write fewer); a seam tests use to simulate a full disk."""
     view = memoryview(data)
@@ -623,25 +627,35 @@ def _safe_parts(name: str) -> tuple[str, ...]:
 def _extract(zf: zipfile.ZipFile, entries: list[_Entry], root: str) -> None:
     """Create every checked entry under ``root`` (a fresh directory that only we write to)."""
     dirs: list[tuple[str, int]] = []
+    made = {root}  # folders known to exist: one makedirs per folder, not one per file
     trimmer = Trimmer()  # one buffer per file: keep the heap from fragmenting
+    assert zf.fp is not None
+    spool = zf.fp.fileno()
+    spool_size = os.fstat(spool).st_size
+    buffer = memoryview(bytearray(COPY_CHUNK))
     for entry in entries:
         path = os.path.join(root, *entry.parts)
         where = entry.path
         try:
+            folder = path if entry.is_dir else os.path.dirname(path)
+            if folder not in made:
+                os.makedirs(folder, 0o777, exist_ok=True)
+                made.add(folder)
             if entry.is_dir:
-                os.makedirs(path, 0o777, exist_ok=True)
                 if entry.mode is not None:
                     dirs.append((path, entry.mode))
                 continue
-            os.makedirs(os.path.dirname(path), 0o777, exist_ok=True)
             fd = os.open(path, _OPEN_FLAGS, 0o666)
             try:
-                _copy_member(zf, entry.info, fd)
+                if entry.info.compress_type == zipfile.ZIP_STORED:
+                    _copy_stored(spool, spool_size, entry.info, fd, buffer)
+                else:
+                    _copy_member(zf, entry.info, fd)
+                    trimmer.moved(entry.info.file_size)
+                if entry.mode is not None:
+                    os.fchmod(fd, entry.mode)
             finally:
                 os.close(fd)
-            trimmer.moved(entry.info.file_size)
-            if entry.mode is not None:
-                os.chmod(path, entry.mode)
         except OSError as err:
             raise _io_error(err, f"unpacking {ascii(where)}") from None
     # Deepest first, and only now: a read-only folder could not have been filled.
@@ -650,6 +664,41 @@ def _extract(zf: zipfile.ZipFile, entries: list[_Entry], root: str) -> None:
             os.chmod(path, mode)
         except OSError as err:
             raise _io_error(err, "setting folder permissions") from None
+
+
+def _copy_stored(spool: int, spool_size: int, info: zipfile.ZipInfo, fd: int,
+                 buffer: memoryview) -> None:
+    """Copy a STORED member from the spooled zip by offset, checking its CRC-32.
+
+    zipfile's ZipExtFile costs a seek, two reads of the local header, an object and several
+    copies per member; for 10,000 small files that was ~0.4 s of CPU. Here it is one
+    ``pread`` of the header, then ``preadv`` into one reused buffer and ``write``.
+    """
+    if info.compress_size != info.file_size:
+        raise _bad_zip(ValueError(f"stored member {info.filename!r} has two sizes"))
+    try:
+        header = os.pread(spool, _LOCAL_HEADER.size, info.header_offset)
+    except (OSError, OverflowError) as err:
+        raise _bad_zip(err) from None
+    if len(header) < _LOCAL_HEADER.size or header[:4] != b"PK\x03\x04":
+        raise _bad_zip(ValueError(f"no local header for {info.filename!r}"))
+    *_, name_len, extra_len = _LOCAL_HEADER.unpack(header)
+    offset = info.header_offset + _LOCAL_HEADER.size + name_len + extra_len
+    left = info.file_size
+    if offset + left > spool_size:
+        raise _bad_zip(ValueError(f"member {info.filename!r} runs past the end of the zip"))
+    crc = 0
+    while left:
+        got = os.preadv(spool, [buffer[:min(left, len(buffer))]], offset)
+        if got == 0:
+            raise _bad_zip(EOFError(f"the zip ends inside {info.filename!r}"))
+        chunk = buffer[:got]
+        crc = zlib.crc32(chunk, crc)
+        _write_all(fd, chunk)
+        offset += got
+        left -= got
+    if crc != info.CRC:
+        raise _bad_zip(ValueError(f"bad CRC-32 for {info.filename!r}"))
 
 
 def _copy_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, fd: int) -> None:

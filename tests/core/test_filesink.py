@@ -457,6 +457,30 @@ def test_corrupted_member_leaves_nothing(tmp_path: Path, box: Path) -> None:
     assert_nothing_written(tmp_path, before)
 
 
+def second_local_header(data: bytearray) -> int:
+    return data.index(b"PK\x03\x04", 1)
+
+
+@pytest.mark.parametrize("damage", ["signature", "extra_length", "data_offset"])
+def test_stored_member_with_a_bad_local_header_leaves_nothing(
+        tmp_path: Path, box: Path, damage: str) -> None:
+    """STORED members are copied by offset from the local header: lies there must fail."""
+    data = bytearray(zip_bytes([("good", b"fine", 0o100644), ("bad", b"B" * 1000, 0o100644)]))
+    header = second_local_header(data)
+    if damage == "signature":
+        data[header + 3] = 0x05
+    elif damage == "extra_length":  # the data would run past the end of the zip
+        data[header + 28:header + 30] = (0xFFFF).to_bytes(2, "little")
+    else:  # a few bytes off: wrong bytes, caught by the CRC
+        data[header + 28:header + 30] = (3).to_bytes(2, "little")
+    before = snapshot(tmp_path)
+    sink = DirectorySink(str(box / "recv"), offer_for(bytes(data)))
+    feed(sink, bytes(data))
+    with pytest.raises(ProtocolError, match="not a usable zip"):
+        sink.finish()
+    assert_nothing_written(tmp_path, before)
+
+
 # --- DirectorySink: byte counts, existing targets, disk full ---------------------------------
 
 
