@@ -1,19 +1,19 @@
 """Receiver side: write what the peer sends so that nothing half-done ever looks finished.
 
 Both sinks write under a hidden temporary name in the target's own directory
-(``.NAME.hilltop-part`` for a file, ``.NAME.hilltop-zip`` and ``.NAME.hilltop-dir`` for a
-directory), so the final step is a rename on one filesystem and a crash leaves only
-dot-files that are plainly not the transfer. The final name appears only after exactly the
-offered number of bytes arrived, and an existing path is never replaced, even one that
-appeared while we were receiving.
+(``.NAME.hilltop-part`` for a file, ``.NAME.hilltop-dir`` for a directory), so the final step
+is a rename on one filesystem and a crash leaves only dot-files that are plainly not the
+transfer. The final name appears only after exactly the offered number of bytes arrived, and
+an existing path is never replaced, even one that appeared while we were receiving.
 
 A received directory is a zip chosen by the peer, so it is hostile input. :class:`DirectorySink`
-reads the whole central directory and checks *every* entry before it creates anything: no
-absolute paths, ``..``, drive letters or backslashes, no symlinks or device entries, no two names
-that would land on one path (also after case folding and Unicode normalisation, for
-case-insensitive disks), no file where a folder is needed, and totals that roughly agree with the
-offer. Only then is it extracted, into a temporary directory beside the target, which is renamed
-into place at the end. Any failure removes every temporary file and directory.
+unpacks it as it arrives (:mod:`hilltop.zipreader`) into a hidden temporary directory beside
+the target, checking each entry before anything is created for it: no absolute paths, ``..``,
+drive letters or backslashes, no two names that would land on one path (also after case
+folding and Unicode normalisation, for case-insensitive disks), no file where a folder is
+needed, and totals that roughly agree with the offer; then, from the central directory, no
+symlinks or device entries and every entry matching what was read. Only a complete, checked
+archive is renamed into place; any failure removes the temporary directory.
 
 No Twisted: the transit layer calls :meth:`write` for each record and :meth:`finish` at the end.
 """
@@ -28,12 +28,8 @@ import os
 import re
 import shutil
 import stat
-import struct
 import unicodedata
-import zipfile
-import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from hilltop.errors import (
@@ -43,12 +39,12 @@ from hilltop.errors import (
     ProtocolError,
     RejectedError,
 )
-from hilltop.memory import Trimmer, trim
+from hilltop.memory import Trimmer
 from hilltop.transfer import MAX_NAME_BYTES, DirectoryOffer
+from hilltop.zipreader import CentralEntry, MemberData, MemberEnd, MemberStart, ZipStreamReader
 
 T = TypeVar("T")
 
-COPY_CHUNK = 1024 * 1024
 DIRECT_MIN_SIZE = 16 * 1024 * 1024
 """Files at least this big are written with O_DIRECT where the filesystem allows it."""
 DIRECT_CHUNK = 1024 * 1024
@@ -63,9 +59,6 @@ _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
 
 
-_LOCAL_HEADER = struct.Struct("<4s5H3L2H")
-"""A zip local file header: signature, versions, flags, method, time, date, crc, sizes,
-name length, extra length; the member's data follows the name and the extra field."""
 def _write_all(fd: int, data: bytes) -> None:
     """Write every byte (os.write may write fewer); a seam tests use to simulate a full disk."""
     view = memoryview(data)
@@ -439,28 +432,219 @@ def _appeared(target: str) -> RejectedError:
     return RejectedError(f"{target!r} appeared while receiving; refusing to overwrite it")
 
 
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    """One checked zip member: where it goes (its cleaned ``/``-separated relative path) and
-    the mode to give it. Slotted, one string per path: a received tree may hold very many."""
+class _EntryChecker:
+    """Checks entries one at a time as the zip arrives: names, clashes, kinds, totals.
 
-    info: zipfile.ZipInfo
-    path: str
-    is_dir: bool
-    mode: int | None
+    Keys are the path normalised and case-folded, one string each (not tuples of parts: tens
+    of thousands of entries must not cost tens of MB); ``seen`` maps a key to the path that
+    claimed it, with a trailing "/" for a folder.
+    """
 
-    @property
-    def parts(self) -> list[str]:
-        return self.path.split("/")
+    def __init__(self, offer: DirectoryOffer) -> None:
+        self._offer = offer
+        self._seen: dict[str, str] = {}
+        self._file_keys: set[str] = set()
+        self._dir_keys: set[str] = set()
+        self._max_files = _slack(offer.numfiles, 100)
+        self._max_bytes = _slack(offer.numbytes, 1024 * 1024)
+        self.files = 0
+        self.bytes = 0
+
+    def local(self, name: str) -> str | None:
+        """The cleaned relative path for a member's local header (None for the ``./``
+        root entry official senders add for an empty directory)."""
+        parts = _safe_parts(name)
+        is_dir = name.endswith("/")
+        if not parts:
+            if is_dir:
+                return None
+            raise _refuse(name, "has an empty name")
+        path = "/".join(parts)
+        # Case-insensitive disks (macOS, Windows) would merge these, so they count as one.
+        # ("/" neither composes nor folds, so normalising the joined path equals doing it
+        # part by part.)
+        key = unicodedata.normalize("NFC", path).casefold()
+        seen = self._seen
+        if key in seen:
+            earlier = seen[key]
+            if earlier.endswith("/") != is_dir:
+                raise _refuse(name, "is both a file and a folder")
+            if earlier.rstrip("/") == path:
+                raise _refuse(name, "appears twice")
+            raise _refuse(name, f"clashes with {ascii(earlier.rstrip('/'))} (one name on "
+                                "case-insensitive or Unicode-normalising disks)")
+        seen[key] = path + "/" if is_dir else path
+        slash = key.find("/")
+        while slash >= 0:
+            self._add_dir_key(key[:slash], name)
+            slash = key.find("/", slash + 1)
+        if is_dir:
+            self._add_dir_key(key, name)
+        else:
+            if key in self._dir_keys:
+                raise _refuse(name, "is both a file and a folder")
+            self._file_keys.add(key)
+            self.files += 1
+            if self.files > self._max_files:
+                raise ProtocolError(
+                    f"refusing the received folder: it holds more than {self._max_files} "
+                    f"files, but {self._offer.numfiles} were offered")
+        return path
+
+    def _add_dir_key(self, key: str, name: str) -> None:
+        if key in self._file_keys:
+            raise _refuse(name, "is both a file and a folder")
+        self._dir_keys.add(key)
+
+    def wrote(self, nbytes: int) -> None:
+        self.bytes += nbytes
+        if self.bytes > self._max_bytes:
+            raise ProtocolError(
+                f"refusing the received folder: it unpacks to more than {self._max_bytes} "
+                f"bytes, but {self._offer.numbytes} were offered")
+
+    @staticmethod
+    def central(entry: CentralEntry) -> int | None:
+        """Refuse kinds a zip can declare only in its central directory; return the mode
+        to give the entry (None: leave the default)."""
+        name = entry.name
+        kind = stat.S_IFMT(entry.external_attr >> 16)
+        if kind == stat.S_IFLNK:
+            raise _refuse(name, "is a symbolic link")
+        if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
+            raise _refuse(name, "is a device, FIFO or socket")
+        if entry.flags & 0x1:
+            raise _refuse(name, "is encrypted")
+        perms = entry.external_attr >> 16 & 0o777
+        return perms if entry.create_system == 3 and perms else None
+
+
+class _Unpacker:
+    """Unpacks a zip stream of exactly ``size`` bytes into a fresh hidden folder as it
+    arrives, hashing it (unless told not to), in the place of :class:`_Spool`.
+
+    Each member becomes a file the moment its local header arrives, so creating 10,000
+    files overlaps the transfer instead of following it, and the zip itself is never
+    stored. Nothing is visible under the final name until :meth:`DirectorySink.finish`.
+    ``write`` may be called from a worker thread (one at a time).
+    """
+
+    def __init__(self, directory: str, name: str, offer: DirectoryOffer) -> None:
+        self.size = offer.zipsize
+        self.received = 0
+        self.hash: Any = hashlib.sha256()
+        self.direct_io = False  # small files through the page cache; nothing to switch
+        self.what = f"the zip of {name!r}"
+        self.path, _ = _create_temp(directory, name, "hilltop-dir",
+                                    lambda p: os.mkdir(p, 0o777))
+        self._reader = ZipStreamReader()
+        self._checker = _EntryChecker(offer)
+        self._made = {self.path}  # folders known to exist
+        self._fd: int | None = None  # the member being written
+        self._where = ""  # its path, for error messages
+        self._pending_paths: list[str] = []  # members in archive order, until central
+        self._central_index = 0
+        self._file_modes: list[tuple[str, int]] = []
+        self._dir_modes: list[tuple[str, int]] = []
+        self._trimmer = Trimmer()  # one buffer per member: keep the heap from fragmenting
+        self._closed = False
+
+    def write(self, data: bytes) -> None:
+        if self._closed:
+            raise LocalError(f"internal error: data for {self.what} after it was closed")
+        if self.received + len(data) > self.size:
+            raise ProtocolError(
+                f"peer sent more than the {self.size} bytes it offered for {self.what}")
+        if self.hash is not None:
+            self.hash.update(data)
+        self.received += len(data)
+        try:
+            for event in self._reader.feed(data):
+                self._handle(event)
+        except OSError as err:
+            raise _io_error(err, f"unpacking {ascii(self._where)}") from None
+
+    def _handle(self, event: object) -> None:
+        if isinstance(event, MemberData):
+            if self._fd is not None:
+                _write_all(self._fd, event.data)
+            elif event.data:
+                raise ProtocolError(f"refusing the received folder: folder entry "
+                                    f"{ascii(self._where)} holds data")
+            self._checker.wrote(len(event.data))
+        elif isinstance(event, MemberStart):
+            self._start(event.name)
+        elif isinstance(event, MemberEnd):
+            if self._fd is not None:
+                fd, self._fd = self._fd, None
+                os.close(fd)
+            self._trimmer.moved(event.size)
+        elif isinstance(event, CentralEntry):
+            mode = self._checker.central(event)
+            path = self._pending_paths[self._central_index]
+            self._central_index += 1
+            if mode is not None and path:
+                modes = self._dir_modes if event.name.endswith("/") else self._file_modes
+                modes.append((path, mode))
+
+    def _start(self, name: str) -> None:
+        self._where = name
+        relative = self._checker.local(name)
+        if relative is None:  # "./": the folder itself
+            self._pending_paths.append("")
+            return
+        path = os.path.join(self.path, *relative.split("/"))
+        self._pending_paths.append(path)
+        is_dir = name.endswith("/")
+        folder = path if is_dir else os.path.dirname(path)
+        if folder not in self._made:
+            os.makedirs(folder, 0o777, exist_ok=True)
+            self._made.add(folder)
+        if not is_dir:
+            self._fd = os.open(path, _OPEN_FLAGS, 0o666)
+
+    def complete(self, expected_sha256: str | None) -> str | None:
+        """Check the count, the archive's end and the hash; give entries their modes."""
+        if self.received != self.size:
+            raise ProtocolError(
+                f"transfer of {self.what} ended early: got {self.received} of {self.size} bytes")
+        self._reader.close()
+        digest = None if self.hash is None else self.hash.hexdigest()
+        if expected_sha256 is not None and digest is not None \
+                and digest != expected_sha256.lower():
+            raise ProtocolError(f"{self.what} arrived damaged: its SHA-256 does not match")
+        self.close()
+        try:
+            for path, mode in self._file_modes:
+                os.chmod(path, mode)
+            # Deepest first, and only now: a read-only folder could not have been filled.
+            for path, mode in sorted(self._dir_modes, key=lambda d: d[0].count(os.sep),
+                                     reverse=True):
+                os.chmod(path, mode)
+        except OSError as err:
+            raise _io_error(err, "setting permissions") from None
+        return digest
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            if self._fd is not None:
+                fd, self._fd = self._fd, None
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    def discard(self) -> None:
+        self.close()
+        _remove_tree(self.path)
 
 
 class DirectorySink(_Sink):
     """Receive a directory offer (a zip stream of ``offer.zipsize`` bytes) to ``target``.
 
-    The zip is spooled to ``.NAME.hilltop-zip`` beside the target (reading a zip needs
-    seeking), checked entry by entry, extracted into ``.NAME.hilltop-dir`` beside the target,
-    and that directory is renamed to ``NAME``. Any standard zip is accepted: STORED or
-    DEFLATED, zip64 or not.
+    The zip is unpacked as it arrives (:class:`_Unpacker`, :mod:`hilltop.zipreader`) into
+    ``.NAME.hilltop-dir`` beside the target, each entry checked before anything is created
+    for it, and that directory is renamed to ``NAME`` at the end. Any standard zip is
+    accepted: STORED or DEFLATED, zip64 or not, with or without data descriptors.
     """
 
     def __init__(self, target: str, offer: DirectoryOffer) -> None:
@@ -468,34 +652,12 @@ class DirectorySink(_Sink):
         self.offer = offer
         self._name = os.path.basename(self.target)
         self._parent = os.path.dirname(self.target)
-        self._extract_dir: str | None = None
-        self._spool = _Spool(self._parent, self._name, "hilltop-zip", offer.zipsize,
-                             f"the zip of {self._name!r}", durable=False)
+        self._spool = _Unpacker(self._parent, self._name, offer)  # type: ignore[assignment]
 
     def _publish(self) -> None:
-        try:
-            zf = zipfile.ZipFile(self._spool.path)
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError,
-                NotImplementedError) as err:
-            raise _bad_zip(err) from None
-        except OSError as err:
-            raise _io_error(err, f"reading the zip of {self._name!r}") from None
-        trim()  # what receiving freed, before the central directory is read in
-        with zf:
-            # we open members by ZipInfo, never by name: the name index is 10,000 entries of
-            # memory a big tree does not need
-            zf.NameToInfo = {}
-            entries = check_entries(zf.infolist(), self.offer)
-            self._extract_dir, _ = _create_temp(
-                self._parent, self._name, "hilltop-dir", lambda p: os.mkdir(p, 0o777))
-            _extract(zf, entries, self._extract_dir)
-        self._move_into_place(self._extract_dir)
-        self._extract_dir = None
-        _unlink_quietly(self._spool.path)
-
-    def _move_into_place(self, source: str) -> None:
         # mkdir is exclusive, and rename() onto an empty directory replaces it: together they
         # never overwrite anything, even if the target appears while we extract.
+        source = self._spool.path
         try:
             os.mkdir(self.target, 0o700)
         except FileExistsError:
@@ -511,16 +673,6 @@ class DirectorySink(_Sink):
                 raise _appeared(self.target) from None
             raise _io_error(err, f"moving the received folder to {self.target!r}") from None
 
-    def _cleanup(self) -> None:
-        super()._cleanup()
-        if self._extract_dir is not None:
-            _remove_tree(self._extract_dir)
-            self._extract_dir = None
-
-
-def _bad_zip(err: BaseException) -> ProtocolError:
-    return ProtocolError(f"the received folder is not a usable zip archive ({err})")
-
 
 def _refuse(name: str, why: str) -> ProtocolError:
     shown = ascii(name if len(name) <= 80 else name[:77] + "...")
@@ -529,78 +681,6 @@ def _refuse(name: str, why: str) -> ProtocolError:
 
 def _slack(declared: int, minimum: int) -> int:
     return declared + declared // 10 + minimum
-
-
-def check_entries(infos: list[zipfile.ZipInfo], offer: DirectoryOffer) -> list[_Entry]:
-    """Validate every member of a received zip before anything is written.
-
-    Returns the entries in archive order, without the optional ``./`` root entry official
-    senders add for an empty directory. Raises :class:`ProtocolError` naming the first bad one.
-    """
-    entries: list[_Entry] = []
-    # Keys are the path normalised and case-folded, one string each (not tuples of parts:
-    # tens of thousands of entries must not cost tens of MB); seen maps a key to the path
-    # that claimed it, with a trailing "/" for a folder.
-    seen: dict[str, str] = {}
-    file_keys: set[str] = set()
-    dir_keys: set[str] = set()
-    numfiles = numbytes = 0
-    for info in infos:
-        name = info.filename
-        parts = _safe_parts(name)
-        is_dir = name.endswith("/")
-        kind = stat.S_IFMT(info.external_attr >> 16)
-        if kind == stat.S_IFLNK:
-            raise _refuse(name, "is a symbolic link")
-        if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
-            raise _refuse(name, "is a device, FIFO or socket")
-        if info.flag_bits & 0x1:
-            raise _refuse(name, "is encrypted")
-        if not parts:
-            if is_dir:
-                continue  # "./": the directory itself
-            raise _refuse(name, "has an empty name")
-        path = "/".join(parts)
-        # Case-insensitive disks (macOS, Windows) would merge these, so they count as one.
-        # ("/" neither composes nor folds, so normalising the joined path equals doing it
-        # part by part.)
-        key = unicodedata.normalize("NFC", path).casefold()
-        if key in seen:
-            earlier = seen[key]
-            if earlier.endswith("/") != is_dir:
-                raise _refuse(name, "is both a file and a folder")
-            if earlier.rstrip("/") == path:
-                raise _refuse(name, "appears twice")
-            raise _refuse(name, f"clashes with {ascii(earlier.rstrip('/'))} (one name on "
-                                "case-insensitive or Unicode-normalising disks)")
-        seen[key] = path + "/" if is_dir else path
-        slash = key.find("/")
-        while slash >= 0:
-            dir_keys.add(key[:slash])
-            slash = key.find("/", slash + 1)
-        if is_dir:
-            dir_keys.add(key)
-        else:
-            file_keys.add(key)
-            numfiles += 1
-            numbytes += info.file_size
-        perms = info.external_attr >> 16 & 0o777
-        mode = perms if info.create_system == 3 and perms else None
-        entries.append(_Entry(info, path, is_dir, mode))
-    clash = file_keys & dir_keys
-    if clash:
-        shown = sorted(clash)[0]
-        raise ProtocolError(
-            f"refusing the received folder: {ascii(shown)} is both a file and a folder")
-    if numbytes > _slack(offer.numbytes, 1024 * 1024):
-        raise ProtocolError(
-            f"refusing the received folder: it unpacks to {numbytes} bytes, "
-            f"but {offer.numbytes} were offered")
-    if numfiles > _slack(offer.numfiles, 100):
-        raise ProtocolError(
-            f"refusing the received folder: it holds {numfiles} files, "
-            f"but {offer.numfiles} were offered")
-    return entries
 
 
 def _safe_parts(name: str) -> tuple[str, ...]:
@@ -622,95 +702,6 @@ def _safe_parts(name: str) -> tuple[str, ...]:
     if len("/".join(parts).encode("utf-8", errors="surrogateescape")) > MAX_PATH_BYTES:
         raise _refuse(name, "is too long a path")
     return parts
-
-
-def _extract(zf: zipfile.ZipFile, entries: list[_Entry], root: str) -> None:
-    """Create every checked entry under ``root`` (a fresh directory that only we write to)."""
-    dirs: list[tuple[str, int]] = []
-    made = {root}  # folders known to exist: one makedirs per folder, not one per file
-    trimmer = Trimmer()  # one buffer per file: keep the heap from fragmenting
-    assert zf.fp is not None
-    spool = zf.fp.fileno()
-    spool_size = os.fstat(spool).st_size
-    buffer = memoryview(bytearray(COPY_CHUNK))
-    for entry in entries:
-        path = os.path.join(root, *entry.parts)
-        where = entry.path
-        try:
-            folder = path if entry.is_dir else os.path.dirname(path)
-            if folder not in made:
-                os.makedirs(folder, 0o777, exist_ok=True)
-                made.add(folder)
-            if entry.is_dir:
-                if entry.mode is not None:
-                    dirs.append((path, entry.mode))
-                continue
-            fd = os.open(path, _OPEN_FLAGS, 0o666)
-            try:
-                if entry.info.compress_type == zipfile.ZIP_STORED:
-                    _copy_stored(spool, spool_size, entry.info, fd, buffer)
-                else:
-                    _copy_member(zf, entry.info, fd)
-                    trimmer.moved(entry.info.file_size)
-                if entry.mode is not None:
-                    os.fchmod(fd, entry.mode)
-            finally:
-                os.close(fd)
-        except OSError as err:
-            raise _io_error(err, f"unpacking {ascii(where)}") from None
-    # Deepest first, and only now: a read-only folder could not have been filled.
-    for path, mode in sorted(dirs, key=lambda d: d[0].count(os.sep), reverse=True):
-        try:
-            os.chmod(path, mode)
-        except OSError as err:
-            raise _io_error(err, "setting folder permissions") from None
-
-
-def _copy_stored(spool: int, spool_size: int, info: zipfile.ZipInfo, fd: int,
-                 buffer: memoryview) -> None:
-    """Copy a STORED member from the spooled zip by offset, checking its CRC-32.
-
-    zipfile's ZipExtFile costs a seek, two reads of the local header, an object and several
-    copies per member; for 10,000 small files that was ~0.4 s of CPU. Here it is one
-    ``pread`` of the header, then ``preadv`` into one reused buffer and ``write``.
-    """
-    if info.compress_size != info.file_size:
-        raise _bad_zip(ValueError(f"stored member {info.filename!r} has two sizes"))
-    try:
-        header = os.pread(spool, _LOCAL_HEADER.size, info.header_offset)
-    except (OSError, OverflowError) as err:
-        raise _bad_zip(err) from None
-    if len(header) < _LOCAL_HEADER.size or header[:4] != b"PK\x03\x04":
-        raise _bad_zip(ValueError(f"no local header for {info.filename!r}"))
-    *_, name_len, extra_len = _LOCAL_HEADER.unpack(header)
-    offset = info.header_offset + _LOCAL_HEADER.size + name_len + extra_len
-    left = info.file_size
-    if offset + left > spool_size:
-        raise _bad_zip(ValueError(f"member {info.filename!r} runs past the end of the zip"))
-    crc = 0
-    while left:
-        got = os.preadv(spool, [buffer[:min(left, len(buffer))]], offset)
-        if got == 0:
-            raise _bad_zip(EOFError(f"the zip ends inside {info.filename!r}"))
-        chunk = buffer[:got]
-        crc = zlib.crc32(chunk, crc)
-        _write_all(fd, chunk)
-        offset += got
-        left -= got
-    if crc != info.CRC:
-        raise _bad_zip(ValueError(f"bad CRC-32 for {info.filename!r}"))
-
-
-def _copy_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, fd: int) -> None:
-    # ZipExtFile stops at the declared size and checks the CRC, so what lands on disk is
-    # bounded by the sizes check_entries() already compared with the offer.
-    try:
-        with zf.open(info) as member:
-            while chunk := member.read(COPY_CHUNK):
-                _write_all(fd, chunk)
-    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError,
-            ValueError) as err:
-        raise _bad_zip(err) from None
 
 
 class StreamSink:

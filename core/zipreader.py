@@ -1,0 +1,431 @@
+"""Read a zip archive front to back as it arrives, without seeking (pure, no I/O).
+
+A received folder is a zip stream. Reading it through its central directory means keeping the
+whole archive on disk until the last byte and reading it again; reading the local entries as
+they arrive lets the receiver create each file while the rest is still on the wire.
+
+Every writer a peer uses is covered: Python's zipfile (sizes in the local header), zipstream-ng
+in official 0.24 and hilltop senders (STORED members followed by a data descriptor, zip64 when
+large), Go's archive/zip in wormhole-william (DEFLATED members with data descriptors). A STORED
+member with a data descriptor has no length before its data, so its end is found by looking
+for the descriptor's signature *and* checking that the CRC-32 and both sizes it carries equal
+those of the bytes read so far; data that merely contains the signature cannot pass that.
+
+The central directory at the end is checked against the members read (same names, sizes and
+CRCs, same order) and reported, because only it holds the Unix mode of each entry.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import Enum, auto
+
+from hilltop.errors import ProtocolError
+
+LOCAL = b"PK\x03\x04"
+CENTRAL = b"PK\x01\x02"
+DESCRIPTOR = b"PK\x07\x08"
+ZIP64_END = b"PK\x06\x06"
+ZIP64_LOCATOR = b"PK\x06\x07"
+END = b"PK\x05\x06"
+
+STORED = 0
+DEFLATED = 8
+FLAG_ENCRYPTED = 0x1
+FLAG_DESCRIPTOR = 0x8
+FLAG_UTF8 = 0x800
+
+_LOCAL_HEADER = struct.Struct("<4s5HI2I2H")  # 30 bytes
+_CENTRAL_HEADER = struct.Struct("<4s4B4HI2I5H2I")  # 46 bytes
+_DESCRIPTOR_32 = struct.Struct("<4sIII")  # 16 bytes, with signature
+_DESCRIPTOR_64 = struct.Struct("<4sIQQ")  # 24 bytes, with signature
+_END = struct.Struct("<4s4H2IH")  # 22 bytes
+_ZIP64_END_FIXED = struct.Struct("<4sQ")  # signature and the size of the rest
+_ZIP64_LOCATOR = struct.Struct("<4sIQI")  # 20 bytes
+_WITH_SIGNATURE = (_DESCRIPTOR_32, _DESCRIPTOR_64)
+_WITHOUT_SIGNATURE = (struct.Struct("<III"), struct.Struct("<IQQ"))  # the signature is optional
+_ZIP64_EXTRA = 0x0001
+_MAX_INFLATE = 1024 * 1024  # output per zlib call: a bomb never inflates in one go
+_HELD_BACK = len(DESCRIPTOR) - 1  # a signature may straddle two feeds
+
+
+class ZipFormatError(ProtocolError):
+    """The stream is not a zip this reader can unpack (or it was damaged on purpose)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"the received folder is not a usable zip archive ({why})")
+
+
+@dataclass(frozen=True, slots=True)
+class MemberStart:
+    """A member's local header: where its bytes go (the name is not checked here)."""
+
+    name: str
+    flags: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemberData:
+    """Uncompressed bytes of the current member, in order."""
+
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class MemberEnd:
+    """The current member is complete and its CRC-32 and sizes were checked."""
+
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class CentralEntry:
+    """One central-directory record, already matched with the member read at its place."""
+
+    name: str
+    create_system: int
+    external_attr: int
+    flags: int
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveEnd:
+    """The end-of-central-directory record: nothing may follow."""
+
+
+Event = MemberStart | MemberData | MemberEnd | CentralEntry | ArchiveEnd
+
+
+class _State(Enum):
+    SIGNATURE = auto()  # between records
+    COPY = auto()  # STORED, size known
+    SCAN = auto()  # STORED, size in the descriptor after the data
+    INFLATE = auto()  # DEFLATED, ends where the deflate stream ends
+    DESCRIPTOR = auto()  # after a DEFLATED member with FLAG_DESCRIPTOR
+    DONE = auto()
+
+
+@dataclass(slots=True)
+class _Member:
+    name: str
+    method: int
+    flags: int
+    crc: int  # from the local header (0 with a descriptor)
+    compressed: int  # from the local header, or -1 when a descriptor carries it
+    size: int
+    zip64: bool  # the local header has a zip64 field: expect a 24-byte descriptor first
+    read_crc: int = 0
+    read_compressed: int = 0
+    read_size: int = 0
+
+
+def _decode_name(raw: bytes, flags: int) -> str:
+    if flags & FLAG_UTF8:
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ZipFormatError("an entry name is not UTF-8") from None
+    return raw.decode("cp437")
+
+
+def _zip64_values(extra: bytes, wanted: int) -> list[int] | None:
+    """The first ``wanted`` 8-byte values of the zip64 extra field (None if absent)."""
+    pos = 0
+    while pos + 4 <= len(extra):
+        tag, length = struct.unpack_from("<2H", extra, pos)
+        body = extra[pos + 4:pos + 4 + length]
+        if tag == _ZIP64_EXTRA:
+            count = min(wanted, len(body) // 8)
+            return list(struct.unpack_from(f"<{count}Q", body))
+        pos += 4 + length
+    return None
+
+
+class ZipStreamReader:
+    """Feed bytes with :meth:`feed`, take events from what it returns, call :meth:`close`
+    at the end of the stream. Raises :class:`ZipFormatError` on anything it cannot trust."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._pos = 0
+        self._state = _State.SIGNATURE
+        self._member: _Member | None = None
+        self._inflater: zlib._Decompress | None = None
+        self._read: list[tuple[str, int, int]] = []  # (name, size, crc) of each member
+        self._central = 0  # central records seen
+
+    @property
+    def done(self) -> bool:
+        return self._state is _State.DONE
+
+    def feed(self, data: bytes) -> Iterator[Event]:
+        """Events for the bytes so far, lazily: a caller that stops on a bad event (too many
+        bytes for the offer) never makes the reader inflate the rest of a zip bomb. Consume
+        them all before the next :meth:`feed`."""
+        if self._state is _State.DONE:
+            if data:
+                raise ZipFormatError("bytes after the end of the archive")
+            return
+        if self._pos:
+            del self._buf[:self._pos]
+            self._pos = 0
+        self._buf += data
+        yield from self._parse()
+
+    def close(self) -> None:
+        if self._state is not _State.DONE:
+            raise ZipFormatError("the archive ends early")
+
+    # --- parsing ------------------------------------------------------------------------------
+    def _available(self) -> int:
+        return len(self._buf) - self._pos
+
+    def _take(self, n: int) -> bytes:
+        out = bytes(self._buf[self._pos:self._pos + n])
+        self._pos += n
+        return out
+
+    def _parse(self) -> Iterator[Event]:
+        while True:
+            state = self._state
+            if state is _State.SIGNATURE:
+                event = self._record()
+                if event is None:
+                    return
+                yield event
+            elif state is _State.COPY:
+                yield from self._copy()
+                if self._state is _State.COPY:
+                    return
+            elif state is _State.SCAN:
+                yield from self._scan()
+                if self._state is _State.SCAN:
+                    return
+            elif state is _State.INFLATE:
+                yield from self._inflate()
+                if self._state is _State.INFLATE:
+                    return
+            elif state is _State.DESCRIPTOR:
+                event = self._descriptor_after_inflate()
+                if event is None:
+                    return
+                yield event
+            else:
+                if self._available():
+                    raise ZipFormatError("bytes after the end of the archive")
+                return
+
+    def _record(self) -> Event | None:
+        """A local header, central record or end record, once all of it is here."""
+        if self._available() < 4:
+            return None
+        sig = bytes(self._buf[self._pos:self._pos + 4])
+        if sig == LOCAL:
+            return self._local_header()
+        if sig == CENTRAL:
+            return self._central_record()
+        if sig in (ZIP64_END, ZIP64_LOCATOR, END):
+            return self._end_record(sig)
+        raise ZipFormatError("unexpected bytes where a zip record should start")
+
+    def _local_header(self) -> Event | None:
+        if self._central:
+            raise ZipFormatError("a member after the central directory")
+        if self._available() < _LOCAL_HEADER.size:
+            return None
+        (_, _, flags, method, _, _, crc, compressed, size, name_len,
+         extra_len) = _LOCAL_HEADER.unpack_from(self._buf, self._pos)
+        total = _LOCAL_HEADER.size + name_len + extra_len
+        if self._available() < total:
+            return None
+        start = self._pos + _LOCAL_HEADER.size
+        name = _decode_name(bytes(self._buf[start:start + name_len]), flags)
+        extra = bytes(self._buf[start + name_len:start + name_len + extra_len])
+        self._pos += total
+        if flags & FLAG_ENCRYPTED:
+            raise ProtocolError(f"refusing the received folder: entry {ascii(name)} is encrypted")
+        if method not in (STORED, DEFLATED):
+            raise ZipFormatError(f"entry {ascii(name)} uses compression method {method}")
+        zip64 = _zip64_values(extra, 2)
+        if zip64 is not None:
+            values = iter(zip64)
+            size = next(values, size) if size == 0xFFFFFFFF else size
+            compressed = next(values, compressed) if compressed == 0xFFFFFFFF else compressed
+        described = bool(flags & FLAG_DESCRIPTOR)
+        self._member = _Member(name, method, flags, crc, -1 if described else compressed,
+                               size, zip64 is not None)
+        if method == DEFLATED:
+            self._inflater = zlib.decompressobj(-15)
+            self._state = _State.INFLATE
+        elif described:
+            self._state = _State.SCAN
+        else:
+            if compressed != size:
+                raise ZipFormatError(f"stored entry {ascii(name)} has two sizes")
+            self._state = _State.COPY
+        return MemberStart(name, flags)
+
+    def _data(self, data: bytes, compressed: int) -> MemberData:
+        member = self._member
+        assert member is not None
+        member.read_crc = zlib.crc32(data, member.read_crc)
+        member.read_size += len(data)
+        member.read_compressed += compressed
+        return MemberData(data)
+
+    def _end_member(self, crc: int, compressed: int, size: int) -> MemberEnd:
+        member = self._member
+        assert member is not None
+        if (member.read_crc, member.read_compressed, member.read_size) != (
+                crc, compressed, size):
+            raise ZipFormatError(f"entry {ascii(member.name)} is damaged (CRC or size)")
+        self._read.append((member.name, member.read_size, member.read_crc))
+        self._member = None
+        self._inflater = None
+        self._state = _State.SIGNATURE
+        return MemberEnd(size)
+
+    def _copy(self) -> Iterator[Event]:
+        member = self._member
+        assert member is not None
+        want = member.compressed - member.read_compressed
+        n = min(want, self._available())
+        if n:
+            yield self._data(self._take(n), n)
+        if member.read_compressed == member.compressed:
+            yield self._end_member(member.crc, member.compressed, member.size)
+
+    def _scan(self) -> Iterator[Event]:
+        """STORED with a data descriptor: data up to the descriptor that vouches for it."""
+        member = self._member
+        assert member is not None
+        while True:
+            found = self._buf.find(DESCRIPTOR, self._pos)
+            if found < 0:
+                n = self._available() - _HELD_BACK
+                if n > 0:
+                    yield self._data(self._take(n), n)
+                return
+            if found > self._pos:
+                n = found - self._pos
+                yield self._data(self._take(n), n)
+            end = self._descriptor_match(exact=True)
+            if end is None:
+                return  # not enough bytes yet to tell
+            if end:
+                yield end
+                return
+            yield self._data(self._take(1), 1)  # the signature was just data
+
+    def _descriptor_match(self, exact: bool) -> MemberEnd | None | bool:
+        """At a descriptor candidate: the member's end if it vouches for what was read,
+        False if it does not, None if more bytes are needed to tell."""
+        member = self._member
+        assert member is not None
+        buf, pos, have = self._buf, self._pos, self._available()
+        read = (member.read_crc, member.read_compressed, member.read_size)
+        layouts = _WITH_SIGNATURE if buf[pos:pos + 4] == DESCRIPTOR else _WITHOUT_SIGNATURE
+        if member.zip64:
+            layouts = layouts[::-1]
+        for layout in layouts:
+            if have < layout.size:
+                return None
+            fields = layout.unpack_from(buf, pos)
+            crc, compressed, size = fields[-3:]
+            if (crc, compressed, size) == read:
+                self._pos += layout.size
+                return self._end_member(crc, compressed, size)
+        if exact:
+            return False
+        raise ZipFormatError(f"entry {ascii(member.name)} is damaged (CRC or size)")
+
+    def _inflate(self) -> Iterator[Event]:
+        member = self._member
+        inflater = self._inflater
+        assert member is not None and inflater is not None
+        while not inflater.eof:
+            pending = inflater.unconsumed_tail
+            if pending:
+                chunk = pending
+            elif self._available():
+                chunk = self._take(self._available())
+            else:
+                out = inflater.decompress(b"", _MAX_INFLATE)  # output zlib still holds
+                if not out:
+                    return
+                yield self._data(out, 0)
+                continue
+            before = len(chunk)
+            try:
+                out = inflater.decompress(chunk, _MAX_INFLATE)
+            except zlib.error as err:
+                raise ZipFormatError(f"entry {ascii(member.name)}: {err}") from None
+            # at the end CPython leaves the bytes after the stream in both attributes
+            left = inflater.unused_data if inflater.eof else inflater.unconsumed_tail
+            used = before - len(left)
+            if out or used:
+                yield self._data(out, used)
+            if inflater.unused_data:
+                # the stream ended inside this chunk: give the rest back to the buffer
+                rest = inflater.unused_data
+                self._buf[self._pos:self._pos] = rest
+        if member.compressed < 0:
+            self._state = _State.DESCRIPTOR
+            return
+        yield self._end_member(member.crc, member.compressed, member.size)
+
+    def _descriptor_after_inflate(self) -> Event | None:
+        result = self._descriptor_match(exact=False)
+        return result if isinstance(result, MemberEnd) else None
+
+    def _central_record(self) -> Event | None:
+        if self._available() < _CENTRAL_HEADER.size:
+            return None
+        fields = _CENTRAL_HEADER.unpack_from(self._buf, self._pos)
+        (_, _, create_system, _, _, flags, _, _, _, crc, compressed, size, name_len,
+         extra_len, comment_len, _, _, external_attr, _) = fields
+        total = _CENTRAL_HEADER.size + name_len + extra_len + comment_len
+        if self._available() < total:
+            return None
+        start = self._pos + _CENTRAL_HEADER.size
+        name = _decode_name(bytes(self._buf[start:start + name_len]), flags)
+        extra = bytes(self._buf[start + name_len:start + name_len + extra_len])
+        self._pos += total
+        if size == 0xFFFFFFFF:
+            size = (_zip64_values(extra, 1) or [size])[0]
+        index = self._central
+        self._central += 1
+        if index >= len(self._read) or self._read[index] != (name, size, crc):
+            raise ZipFormatError(
+                f"its central directory does not match its entries (at {ascii(name)})")
+        return CentralEntry(name, create_system, external_attr, flags)
+
+    def _end_record(self, sig: bytes) -> Event | None:
+        if sig == ZIP64_END:
+            if self._available() < _ZIP64_END_FIXED.size:
+                return None
+            _, rest = _ZIP64_END_FIXED.unpack_from(self._buf, self._pos)
+            if rest > 1 << 20:
+                raise ZipFormatError("an oversized zip64 end record")
+            if self._available() < _ZIP64_END_FIXED.size + rest:
+                return None
+            self._pos += _ZIP64_END_FIXED.size + rest
+            return self._record()
+        if sig == ZIP64_LOCATOR:
+            if self._available() < _ZIP64_LOCATOR.size:
+                return None
+            self._pos += _ZIP64_LOCATOR.size
+            return self._record()
+        if self._available() < _END.size:
+            return None
+        comment_len = _END.unpack_from(self._buf, self._pos)[-1]
+        if self._available() < _END.size + comment_len:
+            return None
+        if self._central != len(self._read):
+            raise ZipFormatError("its central directory does not list every entry")
+        self._pos += _END.size + comment_len
+        self._state = _State.DONE
+        return ArchiveEnd()
