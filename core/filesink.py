@@ -464,6 +464,8 @@ class _EntryChecker:
         # ("/" neither composes nor folds, so normalising the joined path equals doing it
         # part by part.)
         key = unicodedata.normalize("NFC", path).casefold()
+        if key == path:
+            key = path  # one string, not two, for the usual lower-case name
         seen = self._seen
         if key in seen:
             earlier = seen[key]
@@ -542,7 +544,7 @@ class _Unpacker:
         self._made = {self.path}  # folders known to exist
         self._fd: int | None = None  # the member being written
         self._where = ""  # its path, for error messages
-        self._pending_paths: list[str] = []  # members in archive order, until central
+        self._relative_paths: list[str] = []  # of each member, in archive order
         self._central_index = 0
         self._file_modes: list[tuple[str, int]] = []
         self._dir_modes: list[tuple[str, int]] = []
@@ -581,20 +583,20 @@ class _Unpacker:
             self._trimmer.moved(event.size)
         elif isinstance(event, CentralEntry):
             mode = self._checker.central(event)
-            path = self._pending_paths[self._central_index]
+            relative = self._relative_paths[self._central_index]
             self._central_index += 1
-            if mode is not None and path:
+            if mode is not None and relative:
                 modes = self._dir_modes if event.name.endswith("/") else self._file_modes
-                modes.append((path, mode))
+                modes.append((relative, mode))
 
     def _start(self, name: str) -> None:
         self._where = name
         relative = self._checker.local(name)
         if relative is None:  # "./": the folder itself
-            self._pending_paths.append("")
+            self._relative_paths.append("")
             return
+        self._relative_paths.append(relative)  # the checker keeps this same string
         path = os.path.join(self.path, *relative.split("/"))
-        self._pending_paths.append(path)
         is_dir = name.endswith("/")
         folder = path if is_dir else os.path.dirname(path)
         if folder not in self._made:
@@ -615,12 +617,12 @@ class _Unpacker:
             raise ProtocolError(f"{self.what} arrived damaged: its SHA-256 does not match")
         self.close()
         try:
-            for path, mode in self._file_modes:
-                os.chmod(path, mode)
+            for relative, mode in self._file_modes:
+                os.chmod(os.path.join(self.path, relative), mode)
             # Deepest first, and only now: a read-only folder could not have been filled.
-            for path, mode in sorted(self._dir_modes, key=lambda d: d[0].count(os.sep),
-                                     reverse=True):
-                os.chmod(path, mode)
+            for relative, mode in sorted(self._dir_modes, key=lambda d: d[0].count("/"),
+                                         reverse=True):
+                os.chmod(os.path.join(self.path, relative), mode)
         except OSError as err:
             raise _io_error(err, "setting permissions") from None
         return digest
@@ -695,7 +697,9 @@ def _safe_parts(name: str) -> tuple[str, ...]:
     if ".." in parts:
         raise _refuse(name, "contains '..'")
     for part in parts:
-        if any(unicodedata.category(ch) == "Cc" for ch in part):
+        # printable ASCII (nearly every name) has no control characters: skip the slow scan
+        if not (part.isascii() and part.isprintable()) and any(
+                unicodedata.category(ch) == "Cc" for ch in part):
             raise _refuse(name, "contains control characters")
         if len(part.encode("utf-8", errors="surrogateescape")) > MAX_NAME_BYTES:
             raise _refuse(name, f"has a component longer than {MAX_NAME_BYTES} bytes")

@@ -17,11 +17,13 @@ CRCs, same order) and reported, because only it holds the Unix mode of each entr
 
 from __future__ import annotations
 
+import hashlib
 import struct
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum, auto
+from typing import Any
 
 from hilltop.errors import ProtocolError
 
@@ -83,7 +85,8 @@ class MemberEnd:
 
 @dataclass(frozen=True, slots=True)
 class CentralEntry:
-    """One central-directory record, already matched with the member read at its place."""
+    """One central-directory record, for the member read at the same place. Whether all of
+    them match the members (names, sizes, CRCs) is checked at the end of the archive."""
 
     name: str
     create_system: int
@@ -122,6 +125,11 @@ class _Member:
     read_size: int = 0
 
 
+def _note(digest: Any, name: str, size: int, crc: int) -> None:
+    encoded = name.encode("utf-8", "surrogateescape")
+    digest.update(struct.pack("<QQI", len(encoded), size, crc) + encoded)
+
+
 def _decode_name(raw: bytes, flags: int) -> str:
     if flags & FLAG_UTF8:
         try:
@@ -154,8 +162,12 @@ class ZipStreamReader:
         self._state = _State.SIGNATURE
         self._member: _Member | None = None
         self._inflater: zlib._Decompress | None = None
-        self._read: list[tuple[str, int, int]] = []  # (name, size, crc) of each member
-        self._central = 0  # central records seen
+        # What the members were and what the central directory says they were, each as a
+        # count and a running digest of (name, size, CRC): constant memory for any archive.
+        self._members = 0
+        self._members_digest = hashlib.sha256()
+        self._central = 0
+        self._central_digest = hashlib.sha256()
 
     @property
     def done(self) -> bool:
@@ -282,7 +294,8 @@ class ZipStreamReader:
         if (member.read_crc, member.read_compressed, member.read_size) != (
                 crc, compressed, size):
             raise ZipFormatError(f"entry {ascii(member.name)} is damaged (CRC or size)")
-        self._read.append((member.name, member.read_size, member.read_crc))
+        self._members += 1
+        _note(self._members_digest, member.name, member.read_size, member.read_crc)
         self._member = None
         self._inflater = None
         self._state = _State.SIGNATURE
@@ -396,11 +409,10 @@ class ZipStreamReader:
         self._pos += total
         if size == 0xFFFFFFFF:
             size = (_zip64_values(extra, 1) or [size])[0]
-        index = self._central
         self._central += 1
-        if index >= len(self._read) or self._read[index] != (name, size, crc):
-            raise ZipFormatError(
-                f"its central directory does not match its entries (at {ascii(name)})")
+        if self._central > self._members:
+            raise ZipFormatError("its central directory lists more entries than it holds")
+        _note(self._central_digest, name, size, crc)
         return CentralEntry(name, create_system, external_attr, flags)
 
     def _end_record(self, sig: bytes) -> Event | None:
@@ -424,8 +436,9 @@ class ZipStreamReader:
         comment_len = _END.unpack_from(self._buf, self._pos)[-1]
         if self._available() < _END.size + comment_len:
             return None
-        if self._central != len(self._read):
-            raise ZipFormatError("its central directory does not list every entry")
+        if self._central != self._members \
+                or self._central_digest.digest() != self._members_digest.digest():
+            raise ZipFormatError("its central directory does not match its entries")
         self._pos += _END.size + comment_len
         self._state = _State.DONE
         return ArchiveEnd()
