@@ -1,10 +1,18 @@
 """Transit handshake: the lines each side writes on a new connection, and a per-connection engine.
 
 Every transit connection, whatever transport carried it, starts the same way (protocol summary
-§5.3): an optional relay line answered by ``ok\\n``, then both sides write their role line at once
-(never waiting for the peer first: wormhole-william's receiver reads before it writes, so a sender
-that waited would deadlock), each checks the peer's line byte for byte, and finally the sender says
-``go\\n`` on the one connection it picked and ``nevermind\\n`` on the rest.
+§5.3): an optional relay line answered by ``ok\\n``, then both sides write their role line (a
+sender never waits for the peer's first: wormhole-william's receiver reads before it writes, so a
+sender that waited would deadlock), each checks the peer's line byte for byte, and finally the
+sender says ``go\\n`` on the one connection it picked and ``nevermind\\n`` on the rest.
+
+Through a relay our *receiver* writes its line only after the sender's arrived, as
+wormhole-william's receiver does. wormhole-william 1.0.6 as a sender has a race there: the
+goroutine that watched its relay connection while it waited for ``ok`` may run only after the
+transfer was chosen, and then closes that connection half the time ("use of closed network
+connection"). It loses the race when ``ok`` and our line are both already waiting, which is
+the usual case for a fast receiver; making its read of our line block lets that goroutine
+finish first. Every sender writes its line unprompted, so the wait cannot deadlock.
 
 :class:`Handshake` is a sans-I/O engine in the h11 style: feed it bytes with
 :meth:`Handshake.receive_data`, pull bytes with :meth:`Handshake.data_to_send` and events with
@@ -211,11 +219,14 @@ class Handshake:
             if not got:
                 return
             self.state = "peer"
-            self._out += self._own_line
+            if self.role == "sender":
+                self._out += self._own_line
         if self.state == "peer":
             got = self._take_line(self._peer_line, "transit handshake from peer")
             if not got:
                 return
+            if self.role == "receiver" and self.via_relay:
+                self._out += self._own_line  # only now: see the module docstring
             if self.role == "sender":
                 self.state = "ready"
                 self._events.append(Ready())

@@ -159,28 +159,17 @@ def test_files_with_william(payload: Path, direction: str, fresh_code: str, tmp_
         check_arrived(payload, dest)
         return
     # wormhole-william 1.0.6 as a sender through a relay (it never offers loopback addresses,
-    # so in the netns the relay is its only path) has a race: a goroutine watching its relay
-    # connection sometimes closes it just as the transfer starts ("use of closed network
-    # connection"). The official receiver trips over it too (seen by hand in the netns). We
-    # retry only on that exact signature; every other failure fails the test.
-    for attempt in range(3):
-        # retries get nameplates far above the ones fresh_code hands out
-        code = f"99{attempt}{fresh_code.split('-')[0]}-guitarist-revenge" if attempt else fresh_code
-        s = william("send", "--hide-progress", "--code", code, str(payload))
-        received = hilltop("receive", "--accept-file", code, cwd=dest).finish(120)
-        sent = s.finish(120)
-        if received.returncode == 0:
-            ok(received)
-            if sent.returncode != 0:  # the same race can also hit after the final ack
-                assert "use of closed network connection" in sent.stderr, sent.describe()
-            check_arrived(payload, dest)
-            return
-        assert "use of closed network connection" in sent.stderr, (
-            received.describe() + "\n" + sent.describe())
-        assert "Traceback" not in received.stderr, received.describe()
-        left = sorted(str(q.relative_to(dest)) for q in dest.rglob("*"))
-        assert left == [], f"a failed attempt left {left} behind\n{received.describe()}"
-    pytest.fail("wormhole-william's relay race hit three times in a row")
+    # so in the netns the relay is its only path) has a race that closes its own connection
+    # ("use of closed network connection") when our handshake line is already waiting; our
+    # receiver answers only after its line through a relay (hilltop.handshake), which avoids
+    # it: 0 of 40 runs by hand against 3 of 10 before. So no retries here.
+    s = william("send", "--hide-progress", "--code", fresh_code, str(payload))
+    received = hilltop("receive", "--accept-file", fresh_code, cwd=dest).finish(120)
+    sent = s.finish(120)
+    ok(received)
+    ok(sent)
+    assert "Receiving (->relay " in received.stderr, received.describe()
+    check_arrived(payload, dest)
 
 
 @pytest.mark.parametrize("kind", ["dotdot", "absolute", "symlink", "duplicate"])

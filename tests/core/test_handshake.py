@@ -130,6 +130,24 @@ def test_relay_line_first_then_ok() -> None:
     assert events(s) == [Ready()]
 
 
+def test_receiver_via_relay_answers_only_after_the_sender_line() -> None:
+    """wormhole-william 1.0.6's sender closes its relay connection if our line is already
+    waiting when it reads (see hilltop.handshake); through a relay we answer, never lead."""
+    r = Handshake("receiver", TK, relay_side16="0123456789abcdef")
+    assert r.data_to_send() == RELAY_HS
+    r.receive_data(b"ok\n")
+    assert r.data_to_send() == b""  # the sender speaks first
+    r.receive_data(SENDER_HS[:-1])
+    assert r.data_to_send() == b""
+    r.receive_data(SENDER_HS[-1:] + b"go\n")
+    assert r.data_to_send() == RECEIVER_HS
+    assert events(r) == [Go()]
+
+
+def test_direct_receiver_writes_its_line_at_once() -> None:
+    assert Handshake("receiver", TK).data_to_send() == RECEIVER_HS
+
+
 def test_relay_refusal() -> None:
     r = Handshake("receiver", TK, relay_side16="0123456789abcdef")
     r.data_to_send()
