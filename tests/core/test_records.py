@@ -146,7 +146,7 @@ def caps(features: list[str] | None) -> PeerCapabilities:
 
 
 def test_v1_peers_get_official_record_size() -> None:
-    assert record_size(FEATURES, caps(None)) == V1_RECORD_SIZE == 16384
+    assert record_size(FEATURES, caps(None)) == V1_RECORD_SIZE == 65536
     assert record_size(FEATURES, from_app_versions({"hilltop": "garbage"})) == V1_RECORD_SIZE
 
 
