@@ -12,15 +12,17 @@ import contextlib
 import dataclasses
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hilltop import api, codes, lanwire
+from hilltop import api, codes
 from hilltop.cli import output
 from hilltop.cli.common import GlobalOptions
 from hilltop.errors import LocalError, RemoteError, ServerUnreachableError, WrongCodeError
-from hilltop.filetransfer import TransitOptions
-from hilltop.lan import LanInterfaces, LanMailbox, Mdns, NameTaken, aio, found_addresses
-from hilltop.transports.direct_tcp import NAME as DIRECT_TCP
+from hilltop.transitoptions import TransitOptions
+
+if TYPE_CHECKING:  # every command imports this module for suggest_lan(); LAN mode itself
+    # (mDNS, the in-process mailbox, the transport names) is imported only when used
+    from hilltop.lan import LanInterfaces, LanMailbox, Mdns
 
 FIND_TIMEOUT = 60.0
 """How long ``receive --lan`` looks for the sender before giving up."""
@@ -59,6 +61,8 @@ def lan_transit(options: TransitOptions, interfaces: LanInterfaces, interface: s
     extra["lan"] = {**extra.get("lan", {}), "interface": interface}
     local = list(interfaces.addresses) if interface else options.local_addresses
     if interface:
+        from hilltop.transports.direct_tcp import NAME as DIRECT_TCP
+
         extra[DIRECT_TCP] = {**extra.get(DIRECT_TCP, {}), "listen_on": local}
     return dataclasses.replace(options, transit_helpers=helpers, local_addresses=local,
                                extra=extra)
@@ -68,6 +72,9 @@ def lan_transit(options: TransitOptions, interfaces: LanInterfaces, interface: s
 async def _announce(mdns: Mdns, mailbox: LanMailbox, code: str | None,
                     code_length: int) -> tuple[str, str]:
     """Claim a nameplate on the LAN by announcing it; returns (code, nameplate)."""
+    from hilltop import lanwire
+    from hilltop.lan import NameTaken, aio
+
     tried: list[str] = []
     for _ in range(ANNOUNCE_TRIES):
         nameplate = (codes.parse_code(code).nameplate if code is not None
@@ -93,6 +100,8 @@ async def send_lan(reactor: Any, opts: GlobalOptions, interfaces: LanInterfaces,
     The announcement is withdrawn (mDNS goodbye) and the mailbox stopped whether the transfer
     worked, failed, or someone tried a wrong code.
     """
+    from hilltop.lan import LanMailbox, Mdns, aio
+
     mailbox = LanMailbox(reactor, interfaces.addresses)
     urls = mailbox.start()
     mdns: Mdns | None = None
@@ -120,6 +129,7 @@ async def send_lan(reactor: Any, opts: GlobalOptions, interfaces: LanInterfaces,
 # --- receive ----------------------------------------------------------------------------------
 async def _reachable_url(reactor: Any, addresses: list[str], port: int, path: str) -> str:
     """The first of the sender's addresses that accepts a TCP connection (IPv4 first)."""
+    from hilltop import lanwire
     from hilltop.streams import dial_tcp
 
     for address in addresses:
@@ -137,6 +147,9 @@ async def _reachable_url(reactor: Any, addresses: list[str], port: int, path: st
 async def find_sender(reactor: Any, interfaces: LanInterfaces, code: str,
                       timeout: float = FIND_TIMEOUT) -> tuple[str, float]:
     """Look the code's nameplate up on the LAN; returns (mailbox URL, time it was found)."""
+    from hilltop import lanwire
+    from hilltop.lan import Mdns, aio, found_addresses
+
     nameplate = codes.parse_code(code).nameplate
     output.status(f"Looking for nameplate {nameplate} on the LAN "
                   f"({', '.join(interfaces.names)})...")

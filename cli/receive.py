@@ -23,7 +23,6 @@ from hilltop.cli.transitopts import (
     transit_options,
 )
 from hilltop.errors import HilltopError, LocalError, RejectedError
-from hilltop.lan import lan_interfaces
 
 if TYPE_CHECKING:  # imported where a file is received: a text message needs none of it
     from hilltop.filesink import DirectorySink, FileSink
@@ -64,6 +63,8 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, verify
         if lan or interface:
             if typed is None:
                 raise LocalError("with --lan, give the code on the command line")
+            from hilltop.lan import lan_interfaces  # zeroconf and friends: LAN mode only
+
             interfaces = lan_interfaces(interface)
             choices.options = cli_lan.lan_transit(options, interfaces, interface,
                                                   opts.transit_helper == api.TRANSIT_HELPER)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from hilltop import api, filetransfer, transfer
+from hilltop import api, transfer
 from hilltop.cli import lan as cli_lan
 from hilltop.cli import output
 from hilltop.cli.common import GlobalOptions, run
@@ -24,7 +24,7 @@ from hilltop.cli.transitopts import (
     transit_options,
 )
 from hilltop.errors import LocalError, TransferError
-from hilltop.lan import lan_interfaces
+from hilltop.transitoptions import TransitOptions
 
 if TYPE_CHECKING:  # imported where a file is sent: a text message needs none of it
     from hilltop.filesource import Source
@@ -69,7 +69,7 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
 
     announcement = Announcement(code, code_length, verify, qr=qr)
 
-    async def payload(reactor: Any, w: api.Wormhole, options: filetransfer.TransitOptions,
+    async def payload(reactor: Any, w: api.Wormhole, options: TransitOptions,
                       announcement: Announcement) -> int:
         source = None
         if what is not None:
@@ -86,6 +86,8 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
     async def main(reactor: Any) -> int:
         check_transport_names(options)
         if lan or interface:
+            from hilltop.lan import lan_interfaces  # zeroconf and friends: LAN mode only
+
             interfaces = lan_interfaces(interface)
             lan_options = cli_lan.lan_transit(options, interfaces, interface,
                                               opts.transit_helper == api.TRANSIT_HELPER)
@@ -174,7 +176,7 @@ def describe_offer(offer: transfer.FileOffer | transfer.DirectoryOffer) -> str:
 
 
 async def _send_file(reactor: Any, w: api.Wormhole, source: Source,
-                     options: filetransfer.TransitOptions, how: Announcement,
+                     options: TransitOptions, how: Announcement,
                      hide_progress: bool) -> int:
     for skipped in source.skipped:
         output.status(f"left out (unreadable): {skipped}")
@@ -182,6 +184,8 @@ async def _send_file(reactor: Any, w: api.Wormhole, source: Source,
     await announce_code(w, how)
     await confirm_key(w, how.verify)
     with progress_bar(source.size, hide_progress) as update:
+        from hilltop import filetransfer  # the transit machinery: only to send a file
+
         await filetransfer.send_source(
             reactor, w, source, options,
             on_connected=lambda desc: output.status(f"Sending ({desc})..."),

@@ -13,8 +13,8 @@ from typing import Any
 import click
 
 from hilltop.cli import output
-from hilltop.filetransfer import TransitOptions
 from hilltop.tor import TorManager, TorSettings
+from hilltop.transitoptions import TransitOptions
 
 _KEY = "hilltop.tor"
 

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from hilltop.errors import HilltopError
-from hilltop.filetransfer import TransitOptions
+from hilltop.transitoptions import TransitOptions
 
 
 def transit_flags(f: Callable[..., Any]) -> Callable[..., Any]:

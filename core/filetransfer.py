@@ -16,13 +16,13 @@ import json
 import os
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from twisted.internet import defer
 
 from hilltop import capabilities, records, transfer
 from hilltop.errors import ProtocolError, TransferError, TransitError
+from hilltop.transitoptions import TransitOptions as TransitOptions  # re-exported for users
 
 if TYPE_CHECKING:  # the transit machinery is imported when a transfer starts, not before:
     # the CLI imports this module for TransitOptions, and a text message needs none of it
@@ -33,19 +33,6 @@ if TYPE_CHECKING:  # the transit machinery is imported when a transfer starts, n
 
 Progress = Callable[[int], None]
 """Called with the number of bytes just moved."""
-
-
-@dataclass
-class TransitOptions:
-    """What the user chose about transit (``--transit-helper``, ``--no-listen``, ...)."""
-
-    transit_helpers: Sequence[str] = ()
-    no_listen: bool = False
-    tor: bool = False  # every connection through Tor (the tor transport; no clear-net dials)
-    transports: Sequence[str] | None = None  # None: every installed transport
-    no_plugins: bool = False  # only the transports shipped with hilltop (--no-plugins)
-    local_addresses: Sequence[str] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def transit_key(w: Wormhole) -> bytes:

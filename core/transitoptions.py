@@ -1,0 +1,25 @@
+"""What the user chose about transit, in a module of its own.
+
+The CLI builds these options for every command, also for a text message, which needs none of
+the transit machinery; keeping the dataclass here means that path never imports it.
+:mod:`hilltop.filetransfer` re-exports it, where library users find it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class TransitOptions:
+    """What the user chose about transit (``--transit-helper``, ``--no-listen``, ...)."""
+
+    transit_helpers: Sequence[str] = ()
+    no_listen: bool = False
+    tor: bool = False  # every connection through Tor (the tor transport; no clear-net dials)
+    transports: Sequence[str] | None = None  # None: every installed transport
+    no_plugins: bool = False  # only the transports shipped with hilltop (--no-plugins)
+    local_addresses: Sequence[str] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
