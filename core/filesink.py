@@ -94,13 +94,23 @@ def _create_temp(directory: str, name: str, tag: str, make: Callable[[str], T]) 
 
 
 def _remove_tree(path: str) -> None:
-    """Delete a directory we created, even if a received mode made parts of it read-only."""
-    def fix(func: Callable[[str], object], failed: str, _exc: object) -> None:
+    """Delete a directory we created, even if a received mode made parts of it read-only or
+    unreadable. rmtree skips a folder it cannot open or list (mode 0o100, 0o300...), and its
+    ``func`` is then ``os.open`` or ``os.scandir``, which cannot be retried with the path
+    alone: such a folder is made readable and removed by a fresh rmtree, once."""
+    retried: set[str] = set()
+
+    def fix(func: Callable[..., object], failed: str, _exc: object) -> None:
         try:
             os.chmod(os.path.dirname(failed), 0o700)
-            if os.path.isdir(failed) and not os.path.islink(failed):
+            is_dir = os.path.isdir(failed) and not os.path.islink(failed)
+            if is_dir:
                 os.chmod(failed, 0o700)
-            func(failed)
+            if func in (os.rmdir, os.unlink, os.remove):
+                func(failed)
+            elif is_dir and failed not in retried:
+                retried.add(failed)
+                shutil.rmtree(failed, onerror=fix)
         except OSError:
             pass
 
