@@ -521,3 +521,62 @@ def test_data_full_of_descriptor_signatures_is_not_split_per_signature() -> None
     events = [event for part in parts for event in reader.feed(part)]
     reader.close()
     assert len(events) <= len(parts) + 10
+
+
+MODES = st.integers(0, 0o777)
+
+
+@settings(max_examples=40, deadline=None)
+@given(entries=st.lists(st.tuples(st.sampled_from(["a/", "a/b/", "a/f", "a/b/g", "c", "d/"]),
+                                  MODES), min_size=1, max_size=6, unique_by=lambda e: e[0]),
+       appears=st.booleans())
+def test_any_received_modes_are_cleaned_up(entries: list[tuple[str, int]],
+                                           appears: bool) -> None:
+    """Modes are set just before publishing: if publishing fails (the target appeared), the
+    cleanup must still get through folders the peer made unreadable or unwritable."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for name, mode in sorted(entries):
+            info = zipfile.ZipInfo(name)
+            info.create_system = 3
+            info.external_attr = ((0o40000 if name.endswith("/") else 0o100000) | mode) << 16
+            zf.writestr(info, b"" if name.endswith("/") else b"x")
+    data = buf.getvalue()
+    files = sum(not name.endswith("/") for name, _ in entries)
+    with tempfile.TemporaryDirectory() as tmp:
+        sink = DirectorySink(os.path.join(tmp, "recv"), DirectoryOffer("recv", len(data), 1,
+                                                                       files))
+        sink.write(data)
+        if appears:
+            os.mkdir(os.path.join(tmp, "recv"))
+            with pytest.raises(HilltopError):
+                sink.finish()
+            assert os.listdir(tmp) == ["recv"]
+            assert os.listdir(os.path.join(tmp, "recv")) == []
+        else:
+            sink.finish()
+            assert os.listdir(tmp) == ["recv"]
+            for dirpath, _, _ in os.walk(os.path.join(tmp, "recv")):
+                os.chmod(dirpath, 0o700)  # so that TemporaryDirectory can remove it
+
+
+RAW_NAMES = st.lists(st.lists(st.sampled_from(
+    [b"/", b".", b"..", b"\\", b"\x00", b"\x7f", b"\xff", b"\x82", b"\xc3\xa9", b"C:", b"a"]),
+    max_size=6).map(b"".join), min_size=1, max_size=4)
+
+
+@pytest.mark.filterwarnings("ignore:Duplicate name")
+@settings(max_examples=60, deadline=None)
+@given(names=RAW_NAMES, utf8=st.booleans())
+def test_raw_name_bytes_in_cp437_or_utf8(names: list[bytes], utf8: bool) -> None:
+    """Name bytes as a hostile writer sends them, decoded as cp437 or (flagged) UTF-8."""
+    flags = 0x800 if utf8 else 0
+    body = central = b""
+    for i, name in enumerate(names):
+        data = b"" if name.endswith(b"/") else b"%d" % i
+        body += _local(name, data, flags=flags) + data
+        central += _central(name, zlib.crc32(data), len(data), flags=flags)
+    data = body + central + _end(len(names))
+    got = unpack(data, [50], numbytes=10, numfiles=len(names))
+    if got is not None:
+        assert len([v for v in got.values() if v is not None]) <= len(names)
