@@ -53,6 +53,9 @@ DIRECT_BUFFERS = 2
 _O_DIRECT = getattr(os, "O_DIRECT", 0)
 MAX_PATH_BYTES = 4000
 """Refuse entry paths near PATH_MAX (4096 on Linux) instead of failing halfway through."""
+MAX_PATH_DEPTH = 256
+"""Refuse entry paths nested deeper: os.makedirs and shutil.rmtree (the cleanup) recurse once
+per level, and Linux allows 2,000 levels in PATH_MAX (RecursionError, and a folder left)."""
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(
@@ -454,7 +457,9 @@ class _EntryChecker:
         self._offer = offer
         self._seen: dict[str, str] = {}
         self._file_keys: set[str] = set()
-        self._dir_keys: set[str] = set()
+        # Hashes, not strings: a path MAX_PATH_DEPTH folders deep has as many prefixes of up
+        # to 4,000 bytes each (4 MB of names cost 500 MB as strings). A collision only refuses.
+        self._dir_keys: set[int] = set()
         self._max_files = _slack(offer.numfiles, 100)
         self._max_bytes = _slack(offer.numbytes, 1024 * 1024)
         self.files = 0
@@ -493,7 +498,7 @@ class _EntryChecker:
         if is_dir:
             self._add_dir_key(key, name)
         else:
-            if key in self._dir_keys:
+            if hash(key) in self._dir_keys:
                 raise _refuse(name, "is both a file and a folder")
             self._file_keys.add(key)
             self.files += 1
@@ -506,7 +511,7 @@ class _EntryChecker:
     def _add_dir_key(self, key: str, name: str) -> None:
         if key in self._file_keys:
             raise _refuse(name, "is both a file and a folder")
-        self._dir_keys.add(key)
+        self._dir_keys.add(hash(key))
 
     def wrote(self, nbytes: int) -> None:
         self.bytes += nbytes
@@ -715,6 +720,8 @@ def _safe_parts(name: str) -> tuple[str, ...]:
             raise _refuse(name, f"has a component longer than {MAX_NAME_BYTES} bytes")
     if len("/".join(parts).encode("utf-8", errors="surrogateescape")) > MAX_PATH_BYTES:
         raise _refuse(name, "is too long a path")
+    if len(parts) > MAX_PATH_DEPTH:
+        raise _refuse(name, f"is nested more than {MAX_PATH_DEPTH} folders deep")
     return parts
 
 

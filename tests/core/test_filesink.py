@@ -523,6 +523,44 @@ def test_stored_member_with_a_bad_local_header_leaves_nothing(
     assert_nothing_written(tmp_path, before)
 
 
+def test_very_deep_paths_are_refused(tmp_path: Path, box: Path) -> None:
+    """os.makedirs and rmtree (the cleanup) recurse once per level: 1,900 levels raised
+    RecursionError, and a tree that deep, once made, could not be removed."""
+    data = zip_bytes([("a/" * 1900 + "f", b"deep", 0o100644)])
+    before = snapshot(tmp_path)
+    sink = DirectorySink(str(box / "recv"), offer_for(data))
+    with pytest.raises(ProtocolError, match="nested more than 256 folders deep"):
+        feed(sink, data)
+    assert_nothing_written(tmp_path, before)
+
+
+def test_deepest_allowed_path_is_cleaned_up(tmp_path: Path, box: Path) -> None:
+    data = zip_bytes([("a/" * 255 + "f", b"deep", 0o100644)])
+    before = snapshot(tmp_path)
+    sink = DirectorySink(str(box / "recv"), offer_for(data))
+    feed(sink, data)
+    sink.abort()
+    assert_nothing_written(tmp_path, before)
+
+
+def test_deep_paths_do_not_cost_memory_per_prefix() -> None:
+    """Every folder prefix of every path was kept as a string: a 3,840-byte path 256 levels
+    deep cost 500 KB."""
+    import tracemalloc
+
+    checker = filesink._EntryChecker(DirectoryOffer("recv", 10**9, 0, 40))
+    tracemalloc.start()
+    try:
+        for i in range(40):
+            checker.local(f"{i:014d}/" + ("x" * 14 + "/") * 254 + "f")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 5 * 1024 * 1024
+    with pytest.raises(ProtocolError, match="both a file and a folder"):
+        checker.local(f"{0:014d}/" + ("x" * 14 + "/") * 100 + "x" * 14)
+
+
 # --- DirectorySink: byte counts, existing targets, disk full ---------------------------------
 
 
