@@ -9,11 +9,11 @@ an existing path is never replaced, even one that appeared while we were receivi
 A received directory is a zip chosen by the peer, so it is hostile input. :class:`DirectorySink`
 unpacks it as it arrives (:mod:`hilltop.zipreader`) into a hidden temporary directory beside
 the target, checking each entry before anything is created for it: no absolute paths, ``..``,
-drive letters or backslashes, no two names that would land on one path (also after case
-folding and Unicode normalisation, for case-insensitive disks), no file where a folder is
-needed, and totals that roughly agree with the offer; then, from the central directory, no
-symlinks or device entries and every entry matching what was read. Only a complete, checked
-archive is renamed into place; any failure removes the temporary directory.
+drive letters, backslashes or paths nested over 256 deep, no two names that would land on one
+path (also after case folding and Unicode normalisation, for case-insensitive disks), no file
+where a folder is needed, and totals that roughly agree with the offer; then, from the central
+directory, no symlinks or device entries and every entry matching what was read. Only a
+complete, checked archive is renamed into place; any failure removes the temporary directory.
 
 No Twisted: the transit layer calls :meth:`write` for each record and :meth:`finish` at the end.
 """

@@ -284,9 +284,13 @@ def unpack(data: bytes, sizes: list[int], zipsize: int | None = None,
         sink = DirectorySink(str(box / "recv"), offer)
         guard = _GuardedOs(os.path.realpath(sink.temp_path), os.path.realpath(box / "recv"))
         real_os, filesink.os = filesink.os, guard  # type: ignore[assignment]
+        scratch = bytearray(max(map(len, chunks(data, sizes)), default=0))
         try:
             for part in chunks(data, sizes):
-                sink.write(part)
+                # as the transit layer does: a view of one buffer, refilled after each write
+                scratch[:len(part)] = part
+                sink.write(memoryview(scratch)[:len(part)])  # type: ignore[arg-type]
+                scratch[:] = b"\xee" * len(scratch)
                 assert os.listdir(box) == [".recv.hilltop-dir"]
             sink.finish()
         except HilltopError:
