@@ -9,6 +9,7 @@ touch anything outside its hidden folder.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import struct
@@ -584,3 +585,49 @@ def test_raw_name_bytes_in_cp437_or_utf8(names: list[bytes], utf8: bool) -> None
     got = unpack(data, [50], numbytes=10, numfiles=len(names))
     if got is not None:
         assert len([v for v in got.values() if v is not None]) <= len(names)
+
+
+@st.composite
+def record_soup(draw: st.DrawFn) -> bytes:
+    """Records of every kind with fields drawn freely (small and extreme), in any order."""
+    small = st.integers(0, 40) | st.sampled_from(EXTREMES[:7])
+    out = b""
+    for _ in range(draw(st.integers(1, 8))):
+        kind = draw(st.sampled_from(["local", "data", "descriptor", "central", "zip64-end",
+                                     "locator", "end", "deflate"]))
+        name = draw(st.binary(max_size=6))
+        extra = draw(st.sampled_from([b"", struct.pack("<2H2Q", 1, 16, 3, 3),
+                                      struct.pack("<2H", 1, 4) + b"\xff" * 4]))
+        if kind == "local":
+            out += struct.pack("<4s5HI2I2H", b"PK\x03\x04", 20,
+                               draw(st.sampled_from([0, 8, 0x800, 0x808, 1])),
+                               draw(st.sampled_from([0, 8, 12])), 0, 0, draw(small),
+                               draw(small) & 0xFFFFFFFF, draw(small) & 0xFFFFFFFF, len(name),
+                               len(extra)) + name + extra
+        elif kind == "data":
+            out += draw(st.binary(max_size=40))
+        elif kind == "deflate":
+            packer = zlib.compressobj(6, zlib.DEFLATED, -15)
+            out += packer.compress(draw(st.binary(max_size=60))) + packer.flush()
+        elif kind == "descriptor":
+            out += struct.pack("<4sIII", b"PK\x07\x08", draw(small) & 0xFFFFFFFF,
+                               draw(small) & 0xFFFFFFFF, draw(small) & 0xFFFFFFFF)
+        elif kind == "central":
+            out += struct.pack("<4s4B4HI2I5H2I", b"PK\x01\x02", 20, 3, 20, 0,
+                               draw(st.sampled_from([0, 8, 0x800])), 0, 0, 0,
+                               draw(small) & 0xFFFFFFFF, 0, draw(small) & 0xFFFFFFFF,
+                               len(name), len(extra), 0, 0, 0, 0, 0) + name + extra
+        elif kind == "zip64-end":
+            out += struct.pack("<4sQ", b"PK\x06\x06", draw(small)) + b"\0" * 44
+        elif kind == "locator":
+            out += struct.pack("<4sIQI", b"PK\x06\x07", 0, 0, 1)
+        else:
+            out += _end(draw(st.integers(0, 3)))
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=record_soup(), sizes=SIZES)
+def test_record_soup_is_read_or_refused(data: bytes, sizes: list[int]) -> None:
+    with contextlib.suppress(ProtocolError):
+        read(chunks(data, sizes))
