@@ -9,11 +9,11 @@ an existing path is never replaced, even one that appeared while we were receivi
 A received directory is a zip chosen by the peer, so it is hostile input. :class:`DirectorySink`
 unpacks it as it arrives (:mod:`hilltop.zipreader`) into a hidden temporary directory beside
 the target, checking each entry before anything is created for it: no absolute paths, ``..``,
-drive letters or backslashes, no two names that would land on one path (also after case
-folding and Unicode normalisation, for case-insensitive disks), no file where a folder is
-needed, and totals that roughly agree with the offer; then, from the central directory, no
-symlinks or device entries and every entry matching what was read. Only a complete, checked
-archive is renamed into place; any failure removes the temporary directory.
+drive letters, backslashes or paths nested over 256 deep, no two names that would land on one
+path (also after case folding and Unicode normalisation, for case-insensitive disks), no file
+where a folder is needed, and totals that roughly agree with the offer; then, from the central
+directory, no symlinks or device entries and every entry matching what was read. Only a
+complete, checked archive is renamed into place; any failure removes the temporary directory.
 
 No Twisted: the transit layer calls :meth:`write` for each record and :meth:`finish` at the end.
 """
@@ -53,6 +53,9 @@ DIRECT_BUFFERS = 2
 _O_DIRECT = getattr(os, "O_DIRECT", 0)
 MAX_PATH_BYTES = 4000
 """Refuse entry paths near PATH_MAX (4096 on Linux) instead of failing halfway through."""
+MAX_PATH_DEPTH = 256
+"""Refuse entry paths nested deeper: os.makedirs and shutil.rmtree (the cleanup) recurse once
+per level, and Linux allows 2,000 levels in PATH_MAX (RecursionError, and a folder left)."""
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(
@@ -94,13 +97,23 @@ def _create_temp(directory: str, name: str, tag: str, make: Callable[[str], T]) 
 
 
 def _remove_tree(path: str) -> None:
-    """Delete a directory we created, even if a received mode made parts of it read-only."""
-    def fix(func: Callable[[str], object], failed: str, _exc: object) -> None:
+    """Delete a directory we created, even if a received mode made parts of it read-only or
+    unreadable. rmtree skips a folder it cannot open or list (mode 0o100, 0o300...), and its
+    ``func`` is then ``os.open`` or ``os.scandir``, which cannot be retried with the path
+    alone: such a folder is made readable and removed by a fresh rmtree, once."""
+    retried: set[str] = set()
+
+    def fix(func: Callable[..., object], failed: str, _exc: object) -> None:
         try:
             os.chmod(os.path.dirname(failed), 0o700)
-            if os.path.isdir(failed) and not os.path.islink(failed):
+            is_dir = os.path.isdir(failed) and not os.path.islink(failed)
+            if is_dir:
                 os.chmod(failed, 0o700)
-            func(failed)
+            if func in (os.rmdir, os.unlink, os.remove):
+                func(failed)
+            elif is_dir and failed not in retried:
+                retried.add(failed)
+                shutil.rmtree(failed, onerror=fix)
         except OSError:
             pass
 
@@ -444,7 +457,9 @@ class _EntryChecker:
         self._offer = offer
         self._seen: dict[str, str] = {}
         self._file_keys: set[str] = set()
-        self._dir_keys: set[str] = set()
+        # Hashes, not strings: a path MAX_PATH_DEPTH folders deep has as many prefixes of up
+        # to 4,000 bytes each (4 MB of names cost 500 MB as strings). A collision only refuses.
+        self._dir_keys: set[int] = set()
         self._max_files = _slack(offer.numfiles, 100)
         self._max_bytes = _slack(offer.numbytes, 1024 * 1024)
         self.files = 0
@@ -483,7 +498,7 @@ class _EntryChecker:
         if is_dir:
             self._add_dir_key(key, name)
         else:
-            if key in self._dir_keys:
+            if hash(key) in self._dir_keys:
                 raise _refuse(name, "is both a file and a folder")
             self._file_keys.add(key)
             self.files += 1
@@ -496,7 +511,7 @@ class _EntryChecker:
     def _add_dir_key(self, key: str, name: str) -> None:
         if key in self._file_keys:
             raise _refuse(name, "is both a file and a folder")
-        self._dir_keys.add(key)
+        self._dir_keys.add(hash(key))
 
     def wrote(self, nbytes: int) -> None:
         self.bytes += nbytes
@@ -705,6 +720,8 @@ def _safe_parts(name: str) -> tuple[str, ...]:
             raise _refuse(name, f"has a component longer than {MAX_NAME_BYTES} bytes")
     if len("/".join(parts).encode("utf-8", errors="surrogateescape")) > MAX_PATH_BYTES:
         raise _refuse(name, "is too long a path")
+    if len(parts) > MAX_PATH_DEPTH:
+        raise _refuse(name, f"is nested more than {MAX_PATH_DEPTH} folders deep")
     return parts
 
 

@@ -51,6 +51,11 @@ _WITH_SIGNATURE = (_DESCRIPTOR_32, _DESCRIPTOR_64)
 _WITHOUT_SIGNATURE = (struct.Struct("<III"), struct.Struct("<IQQ"))  # the signature is optional
 _ZIP64_EXTRA = 0x0001
 _MAX_INFLATE = 1024 * 1024  # output per zlib call: a bomb never inflates in one go
+# Compressed bytes given to zlib per call: at least this, at most what the member has used so
+# far. What follows a member's end is given back, so this bounds the copying wasted per
+# member by the member's own size: many tiny members in one big feed cost linear time.
+_MIN_INFLATE_INPUT = 4096
+_MAX_ZIP64_END = 64 * 1024  # the fixed part is 44 bytes; no writer adds more
 _HELD_BACK = len(DESCRIPTOR) - 1  # a signature may straddle two feeds
 
 
@@ -160,6 +165,7 @@ class ZipStreamReader:
         self._buf = bytearray()
         self._pos = 0
         self._state = _State.SIGNATURE
+        self._trailer: set[bytes] = set()  # zip64 end records seen (each at most once)
         self._member: _Member | None = None
         self._inflater: zlib._Decompress | None = None
         # What the members were and what the central directory says they were, each as a
@@ -231,17 +237,28 @@ class ZipStreamReader:
                 return
 
     def _record(self) -> Event | None:
-        """A local header, central record or end record, once all of it is here."""
-        if self._available() < 4:
-            return None
-        sig = bytes(self._buf[self._pos:self._pos + 4])
-        if sig == LOCAL:
-            return self._local_header()
-        if sig == CENTRAL:
-            return self._central_record()
-        if sig in (ZIP64_END, ZIP64_LOCATOR, END):
-            return self._end_record(sig)
-        raise ZipFormatError("unexpected bytes where a zip record should start")
+        """A local header, central record or end record, once all of it is here. A loop,
+        not recursion, skips the zip64 end records."""
+        while True:
+            if self._available() < 4:
+                return None
+            sig = bytes(self._buf[self._pos:self._pos + 4])
+            if sig in (ZIP64_END, ZIP64_LOCATOR):
+                if sig in self._trailer:
+                    raise ZipFormatError("two zip64 end records")
+                if not self._skip_zip64(sig):
+                    return None
+                self._trailer.add(sig)
+                continue
+            if sig == END:
+                return self._end_record()
+            if self._trailer and sig in (LOCAL, CENTRAL):
+                raise ZipFormatError("a record after the zip64 end record")
+            if sig == LOCAL:
+                return self._local_header()
+            if sig == CENTRAL:
+                return self._central_record()
+            raise ZipFormatError("unexpected bytes where a zip record should start")
 
     def _local_header(self) -> Event | None:
         if self._central:
@@ -312,16 +329,22 @@ class ZipStreamReader:
             yield self._end_member(member.crc, member.compressed, member.size)
 
     def _scan(self) -> Iterator[Event]:
-        """STORED with a data descriptor: data up to the descriptor that vouches for it."""
+        """STORED with a data descriptor: data up to the descriptor that vouches for it.
+        A signature whose size field cannot be the count of bytes before it is passed over
+        at once: data full of signatures costs no event (and no disk write) per signature."""
         member = self._member
         assert member is not None
+        search = self._pos
         while True:
-            found = self._buf.find(DESCRIPTOR, self._pos)
+            found = self._buf.find(DESCRIPTOR, search)
             if found < 0:
                 n = self._available() - _HELD_BACK
                 if n > 0:
                     yield self._data(self._take(n), n)
                 return
+            search = found + 1
+            if not self._could_end(found):
+                continue
             if found > self._pos:
                 n = found - self._pos
                 yield self._data(self._take(n), n)
@@ -331,7 +354,17 @@ class ZipStreamReader:
             if end:
                 yield end
                 return
-            yield self._data(self._take(1), 1)  # the signature was just data
+
+    def _could_end(self, at: int) -> bool:
+        """Whether a descriptor at ``at`` may hold the size of the member's bytes before it
+        (True until enough bytes are here to tell). Both layouts start the compressed size at
+        offset 8, so its low 32 bits must be that size's."""
+        member = self._member
+        assert member is not None
+        if len(self._buf) - at < 12:
+            return True
+        size = member.read_compressed + at - self._pos
+        return struct.unpack_from("<I", self._buf, at + 8)[0] == size & 0xFFFFFFFF
 
     def _descriptor_match(self, exact: bool) -> MemberEnd | None | bool:
         """At a descriptor candidate: the member's end if it vouches for what was read,
@@ -364,7 +397,8 @@ class ZipStreamReader:
             if pending:
                 chunk = pending
             elif self._available():
-                chunk = self._take(self._available())
+                window = max(_MIN_INFLATE_INPUT, member.read_compressed)
+                chunk = self._take(min(self._available(), window))
             else:
                 out = inflater.decompress(b"", _MAX_INFLATE)  # output zlib still holds
                 if not out:
@@ -382,13 +416,22 @@ class ZipStreamReader:
             if out or used:
                 yield self._data(out, used)
             if inflater.unused_data:
-                # the stream ended inside this chunk: give the rest back to the buffer
-                rest = inflater.unused_data
-                self._buf[self._pos:self._pos] = rest
+                self._give_back(inflater.unused_data)
         if member.compressed < 0:
             self._state = _State.DESCRIPTOR
             return
         yield self._end_member(member.crc, member.compressed, member.size)
+
+    def _give_back(self, rest: bytes) -> None:
+        """The stream ended inside the last chunk: put its rest back in front of the buffer,
+        over bytes already read (they were taken in this feed, so there is room), so the
+        buffer never grows however many members one feed holds."""
+        n = len(rest)
+        if n <= self._pos:
+            self._pos -= n
+            self._buf[self._pos:self._pos + n] = rest
+        else:
+            self._buf[self._pos:self._pos] = rest
 
     def _descriptor_after_inflate(self) -> Event | None:
         result = self._descriptor_match(exact=False)
@@ -415,22 +458,24 @@ class ZipStreamReader:
         _note(self._central_digest, name, size, crc)
         return CentralEntry(name, create_system, external_attr, flags)
 
-    def _end_record(self, sig: bytes) -> Event | None:
+    def _skip_zip64(self, sig: bytes) -> bool:
+        """Step over a zip64 end record or locator (the end record has all we need);
+        False if it is not all here yet."""
         if sig == ZIP64_END:
             if self._available() < _ZIP64_END_FIXED.size:
-                return None
+                return False
             _, rest = _ZIP64_END_FIXED.unpack_from(self._buf, self._pos)
-            if rest > 1 << 20:
+            if rest > _MAX_ZIP64_END:
                 raise ZipFormatError("an oversized zip64 end record")
-            if self._available() < _ZIP64_END_FIXED.size + rest:
-                return None
-            self._pos += _ZIP64_END_FIXED.size + rest
-            return self._record()
-        if sig == ZIP64_LOCATOR:
-            if self._available() < _ZIP64_LOCATOR.size:
-                return None
-            self._pos += _ZIP64_LOCATOR.size
-            return self._record()
+            size = _ZIP64_END_FIXED.size + rest
+        else:
+            size = _ZIP64_LOCATOR.size
+        if self._available() < size:
+            return False
+        self._pos += size
+        return True
+
+    def _end_record(self) -> Event | None:
         if self._available() < _END.size:
             return None
         comment_len = _END.unpack_from(self._buf, self._pos)[-1]

@@ -345,6 +345,48 @@ def test_read_only_folders_are_created_and_cleaned(box: Path) -> None:
     os.chmod(box / "recv" / "ro", 0o755)
 
 
+UNREADABLE_FOLDERS = """
+import io, os, sys, zipfile
+from hilltop.errors import RejectedError
+from hilltop.filesink import DirectorySink
+from hilltop.transfer import DirectoryOffer
+buf = io.BytesIO()
+with zipfile.ZipFile(buf, "w") as zf:
+    for name, data, mode in [("d/", b"", 0o40100), ("d/f", b"x", 0o100644),
+                             ("e/", b"", 0o40300), ("e/sub/", b"", 0o40755)]:
+        info = zipfile.ZipInfo(name)
+        info.external_attr = mode << 16
+        zf.writestr(info, data)
+data = buf.getvalue()
+box = sys.argv[1]
+sink = DirectorySink(os.path.join(box, "recv"), DirectoryOffer("recv", len(data), 1, 1))
+sink.write(data)
+os.mkdir(os.path.join(box, "recv"))  # appears just before finish(): the modes are set
+try:
+    sink.finish()
+except RejectedError:
+    print(sorted(os.listdir(box)))
+"""
+
+
+def test_unreadable_folders_are_cleaned_after_a_late_failure(box: Path) -> None:
+    """Folders without read permission (0o100, 0o300) used to survive the cleanup, and
+    retrying rmtree's failed os.open raised TypeError instead of the real error. Root
+    ignores modes, so as root this runs without the capability to do so."""
+    import shutil
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-c", UNREADABLE_FOLDERS, str(box)]
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv to drop CAP_DAC_OVERRIDE")
+        command[:0] = [setpriv, "--bounding-set", "-dac_override,-dac_read_search"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "['recv']", done.stderr
+
+
 # --- DirectorySink: hostile zips -------------------------------------------------------------
 
 HOSTILE = {
@@ -479,6 +521,44 @@ def test_stored_member_with_a_bad_local_header_leaves_nothing(
         feed(sink, bytes(data))
         sink.finish()
     assert_nothing_written(tmp_path, before)
+
+
+def test_very_deep_paths_are_refused(tmp_path: Path, box: Path) -> None:
+    """os.makedirs and rmtree (the cleanup) recurse once per level: 1,900 levels raised
+    RecursionError, and a tree that deep, once made, could not be removed."""
+    data = zip_bytes([("a/" * 1900 + "f", b"deep", 0o100644)])
+    before = snapshot(tmp_path)
+    sink = DirectorySink(str(box / "recv"), offer_for(data))
+    with pytest.raises(ProtocolError, match="nested more than 256 folders deep"):
+        feed(sink, data)
+    assert_nothing_written(tmp_path, before)
+
+
+def test_deepest_allowed_path_is_cleaned_up(tmp_path: Path, box: Path) -> None:
+    data = zip_bytes([("a/" * 255 + "f", b"deep", 0o100644)])
+    before = snapshot(tmp_path)
+    sink = DirectorySink(str(box / "recv"), offer_for(data))
+    feed(sink, data)
+    sink.abort()
+    assert_nothing_written(tmp_path, before)
+
+
+def test_deep_paths_do_not_cost_memory_per_prefix() -> None:
+    """Every folder prefix of every path was kept as a string: a 3,840-byte path 256 levels
+    deep cost 500 KB."""
+    import tracemalloc
+
+    checker = filesink._EntryChecker(DirectoryOffer("recv", 10**9, 0, 40))
+    tracemalloc.start()
+    try:
+        for i in range(40):
+            checker.local(f"{i:014d}/" + ("x" * 14 + "/") * 254 + "f")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 5 * 1024 * 1024
+    with pytest.raises(ProtocolError, match="both a file and a folder"):
+        checker.local(f"{0:014d}/" + ("x" * 14 + "/") * 100 + "x" * 14)
 
 
 # --- DirectorySink: byte counts, existing targets, disk full ---------------------------------
