@@ -201,6 +201,19 @@ class ZipStreamReader:
     def _available(self) -> int:
         return len(self._buf) - self._pos
 
+    def _take_record(self, fixed: int, name_len: int, extra_len: int, comment_len: int,
+                     flags: int) -> tuple[str, bytes] | None:
+        """Consume a header record: ``fixed`` bytes, then name, extra field and comment.
+        Returns the name and the extra field, or None while not all of it is here."""
+        total = fixed + name_len + extra_len + comment_len
+        if self._available() < total:
+            return None
+        start = self._pos + fixed
+        name = _decode_name(bytes(self._buf[start:start + name_len]), flags)
+        extra = bytes(self._buf[start + name_len:start + name_len + extra_len])
+        self._pos += total
+        return name, extra
+
     def _take(self, n: int) -> bytes:
         out = bytes(self._buf[self._pos:self._pos + n])
         self._pos += n
@@ -267,13 +280,10 @@ class ZipStreamReader:
             return None
         (_, _, flags, method, _, _, crc, compressed, size, name_len,
          extra_len) = _LOCAL_HEADER.unpack_from(self._buf, self._pos)
-        total = _LOCAL_HEADER.size + name_len + extra_len
-        if self._available() < total:
+        parts = self._take_record(_LOCAL_HEADER.size, name_len, extra_len, 0, flags)
+        if parts is None:
             return None
-        start = self._pos + _LOCAL_HEADER.size
-        name = _decode_name(bytes(self._buf[start:start + name_len]), flags)
-        extra = bytes(self._buf[start + name_len:start + name_len + extra_len])
-        self._pos += total
+        name, extra = parts
         if flags & FLAG_ENCRYPTED:
             raise ProtocolError(f"refusing the received folder: entry {ascii(name)} is encrypted")
         if method not in (STORED, DEFLATED):
@@ -443,13 +453,11 @@ class ZipStreamReader:
         fields = _CENTRAL_HEADER.unpack_from(self._buf, self._pos)
         (_, _, create_system, _, _, flags, _, _, _, crc, compressed, size, name_len,
          extra_len, comment_len, _, _, external_attr, _) = fields
-        total = _CENTRAL_HEADER.size + name_len + extra_len + comment_len
-        if self._available() < total:
+        parts = self._take_record(_CENTRAL_HEADER.size, name_len, extra_len, comment_len,
+                                  flags)
+        if parts is None:
             return None
-        start = self._pos + _CENTRAL_HEADER.size
-        name = _decode_name(bytes(self._buf[start:start + name_len]), flags)
-        extra = bytes(self._buf[start + name_len:start + name_len + extra_len])
-        self._pos += total
+        name, extra = parts
         if size == 0xFFFFFFFF:
             size = (_zip64_values(extra, 1) or [size])[0]
         self._central += 1

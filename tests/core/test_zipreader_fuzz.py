@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from zip_writers import Unseekable, every_writer
 from zipstream.ng import ZipStream
 
 from hilltop import filesink
@@ -60,58 +61,7 @@ CONTENT = {
 FILES = {name: data for name, data in CONTENT.items() if not name.endswith("/")}
 
 
-class Unseekable(io.RawIOBase):
-    """What a socket looks like to zipfile: it must write data descriptors."""
-
-    def __init__(self) -> None:
-        self.data = bytearray()
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, b) -> int:  # type: ignore[override]
-        self.data += b
-        return len(b)
-
-
-def python_zip(method: int, seekable: bool, zip64: bool = False) -> bytes:
-    out: io.BytesIO | Unseekable = io.BytesIO() if seekable else Unseekable()
-    with zipfile.ZipFile(out, "w", method) as zf:
-        for name, data in CONTENT.items():
-            if name.endswith("/"):
-                zf.mkdir(name)
-                continue
-            info = zipfile.ZipInfo(name)
-            info.compress_type = method
-            info.external_attr = 0o100640 << 16
-            with zf.open(info, "w", force_zip64=zip64) as member:
-                member.write(data)
-    return bytes(out.getvalue() if isinstance(out, io.BytesIO) else out.data)
-
-
-def zipstream_zip(sized: bool) -> bytes:
-    zs = ZipStream(sized=sized, compress_type=zipfile.ZIP_STORED if sized
-                   else zipfile.ZIP_DEFLATED)
-    for name, data in CONTENT.items():
-        if name.endswith("/"):
-            zs.mkdir(name)
-        elif sized:
-            zs.add(data, name)
-        else:
-            zs.add(iter([data]), name)
-    return bytes(zs)
-
-
-ARCHIVES = {
-    "python-stored": python_zip(zipfile.ZIP_STORED, True),
-    "python-deflated": python_zip(zipfile.ZIP_DEFLATED, True),
-    "python-stored-descriptors": python_zip(zipfile.ZIP_STORED, False),
-    "python-deflated-descriptors": python_zip(zipfile.ZIP_DEFLATED, False),
-    "python-stored-zip64-descriptors": python_zip(zipfile.ZIP_STORED, False, zip64=True),
-    "python-deflated-zip64": python_zip(zipfile.ZIP_DEFLATED, True, zip64=True),
-    "zipstream-sized": zipstream_zip(True),
-    "zipstream-deflated-zip64": zipstream_zip(False),
-}
+ARCHIVES = every_writer(CONTENT)
 EXTREMES = (0, 1, 0x7F, 0xFF, 0xFFFF, 0x7FFFFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF)
 
 
