@@ -583,12 +583,12 @@ class _Unpacker:
 
     def _handle(self, event: object) -> None:
         if isinstance(event, MemberData):
+            self._checker.wrote(len(event.data))  # before writing: never past the limit
             if self._fd is not None:
                 _write_all(self._fd, event.data)
             elif event.data:
                 raise ProtocolError(f"refusing the received folder: folder entry "
                                     f"{ascii(self._where)} holds data")
-            self._checker.wrote(len(event.data))
         elif isinstance(event, MemberStart):
             self._start(event.name)
         elif isinstance(event, MemberEnd):

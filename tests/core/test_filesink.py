@@ -448,16 +448,22 @@ def test_encrypted_entry_refused(tmp_path: Path, box: Path) -> None:
     assert_nothing_written(tmp_path, before)
 
 
-def test_more_unpacked_bytes_than_offered_refused(tmp_path: Path, box: Path) -> None:
+def test_more_unpacked_bytes_than_offered_refused(tmp_path: Path, box: Path,
+                                                  monkeypatch) -> None:
     big = b"\0" * (5 * 1024 * 1024)
     data = zip_bytes([("bomb", big, 0o100644)], zipfile.ZIP_DEFLATED)
     assert len(data) < 100_000
+    written = []
+    real = filesink._write_all
+    monkeypatch.setattr(filesink, "_write_all",
+                        lambda fd, chunk: (written.append(len(chunk)), real(fd, chunk)))
     before = snapshot(tmp_path)
     sink = DirectorySink(str(box / "recv"), offer_for(data, numbytes=10))
     with pytest.raises(ProtocolError, match="unpacks to more than 1048587 bytes, but 10 were"):
         feed(sink, data)
         sink.finish()
     assert_nothing_written(tmp_path, before)
+    assert 0 < sum(written) <= 1048587  # refused before writing past the limit
 
 
 def test_many_more_files_than_offered_refused(tmp_path: Path, box: Path) -> None:
