@@ -419,18 +419,27 @@ def assert_nothing_written(tmp_path: Path, before: dict) -> None:
     assert not os.path.lexists("/etc/x") or os.path.getsize("/etc/x") != 4
 
 
+def assert_refused(tmp_path: Path, box: Path, sent: bytes, match: str,
+                   offer: DirectoryOffer | None = None) -> pytest.ExceptionInfo:
+    """Receive ``sent`` as folder ``recv`` (offered as itself unless ``offer`` is given): it must
+    be refused with a ProtocolError matching ``match``, during the stream or at its end, and
+    leave nothing anywhere under ``tmp_path``."""
+    before = snapshot(tmp_path)
+    sink = DirectorySink(str(box / "recv"), offer or offer_for(sent))
+    with pytest.raises(ProtocolError, match=match) as info:
+        feed(sink, sent)
+        sink.finish()
+    assert_nothing_written(tmp_path, before)
+    return info
+
+
 @pytest.mark.filterwarnings("ignore:Duplicate name")
 @pytest.mark.parametrize("case", sorted(HOSTILE))
 def test_hostile_zip_refused_and_nothing_written(tmp_path: Path, box: Path, case: str) -> None:
     # A benign file first: it is unpacked into the hidden folder, which must go too.
     data = zip_bytes([("benign.txt", b"ok", 0o100644), *HOSTILE[case]])
-    before = snapshot(tmp_path)
-    sink = DirectorySink(str(box / "recv"), offer_for(data))
-    with pytest.raises(ProtocolError, match="refusing the received folder") as info:
-        feed(sink, data)
-        sink.finish()
+    info = assert_refused(tmp_path, box, data, "refusing the received folder")
     assert "\n" not in str(info.value)
-    assert_nothing_written(tmp_path, before)
 
 
 def test_encrypted_entry_refused(tmp_path: Path, box: Path) -> None:
@@ -440,12 +449,7 @@ def test_encrypted_entry_refused(tmp_path: Path, box: Path) -> None:
         pos = data.index(sig)
         flag_at = pos + (6 if sig == b"PK\x03\x04" else 8)
         data[flag_at] |= 1
-    before = snapshot(tmp_path)
-    sink = DirectorySink(str(box / "recv"), offer_for(bytes(data)))
-    with pytest.raises(ProtocolError, match="encrypted"):
-        feed(sink, bytes(data))
-        sink.finish()
-    assert_nothing_written(tmp_path, before)
+    assert_refused(tmp_path, box, bytes(data), "encrypted")
 
 
 def test_more_unpacked_bytes_than_offered_refused(tmp_path: Path, box: Path,
@@ -457,23 +461,15 @@ def test_more_unpacked_bytes_than_offered_refused(tmp_path: Path, box: Path,
     real = filesink._write_all
     monkeypatch.setattr(filesink, "_write_all",
                         lambda fd, chunk: (written.append(len(chunk)), real(fd, chunk)))
-    before = snapshot(tmp_path)
-    sink = DirectorySink(str(box / "recv"), offer_for(data, numbytes=10))
-    with pytest.raises(ProtocolError, match="unpacks to more than 1048587 bytes, but 10 were"):
-        feed(sink, data)
-        sink.finish()
-    assert_nothing_written(tmp_path, before)
+    assert_refused(tmp_path, box, data, "unpacks to more than 1048587 bytes, but 10 were",
+                   offer_for(data, numbytes=10))
     assert 0 < sum(written) <= 1048587  # refused before writing past the limit
 
 
 def test_many_more_files_than_offered_refused(tmp_path: Path, box: Path) -> None:
     data = zip_bytes([(f"f{i}", b"", 0o100644) for i in range(200)])
-    before = snapshot(tmp_path)
-    sink = DirectorySink(str(box / "recv"), offer_for(data, numfiles=1))
-    with pytest.raises(ProtocolError, match="holds more than 101 files, but 1 were offered"):
-        feed(sink, data)
-        sink.finish()
-    assert_nothing_written(tmp_path, before)
+    assert_refused(tmp_path, box, data, "holds more than 101 files, but 1 were offered",
+                   offer_for(data, numfiles=1))
 
 
 def test_small_disagreement_with_offer_tolerated(box: Path) -> None:
@@ -486,23 +482,13 @@ def test_small_disagreement_with_offer_tolerated(box: Path) -> None:
 
 def test_garbage_instead_of_zip(tmp_path: Path, box: Path) -> None:
     data = b"this is not a zip file at all" * 10
-    before = snapshot(tmp_path)
-    sink = DirectorySink(str(box / "recv"), DirectoryOffer("recv", len(data), 1, 1))
-    with pytest.raises(ProtocolError, match="not a usable zip"):
-        feed(sink, data)
-        sink.finish()
-    assert_nothing_written(tmp_path, before)
+    assert_refused(tmp_path, box, data, "not a usable zip", DirectoryOffer("recv", len(data), 1, 1))
 
 
 def test_corrupted_member_leaves_nothing(tmp_path: Path, box: Path) -> None:
     data = bytearray(zip_bytes([("good", b"fine", 0o100644), ("bad", b"A" * 1000, 0o100644)]))
     data[data.index(b"A" * 1000) + 500] ^= 0xFF  # CRC mismatch, found only while unpacking
-    before = snapshot(tmp_path)
-    sink = DirectorySink(str(box / "recv"), offer_for(bytes(data)))
-    with pytest.raises(ProtocolError, match="not a usable zip"):
-        feed(sink, bytes(data))
-        sink.finish()
-    assert_nothing_written(tmp_path, before)
+    assert_refused(tmp_path, box, bytes(data), "not a usable zip")
 
 
 def second_local_header(data: bytearray) -> int:
@@ -521,23 +507,14 @@ def test_stored_member_with_a_bad_local_header_leaves_nothing(
         data[header + 28:header + 30] = (0xFFFF).to_bytes(2, "little")
     else:  # a few bytes off: wrong bytes, caught by the CRC
         data[header + 28:header + 30] = (3).to_bytes(2, "little")
-    before = snapshot(tmp_path)
-    sink = DirectorySink(str(box / "recv"), offer_for(bytes(data)))
-    with pytest.raises(ProtocolError, match="not a usable zip"):
-        feed(sink, bytes(data))
-        sink.finish()
-    assert_nothing_written(tmp_path, before)
+    assert_refused(tmp_path, box, bytes(data), "not a usable zip")
 
 
 def test_very_deep_paths_are_refused(tmp_path: Path, box: Path) -> None:
     """os.makedirs and rmtree (the cleanup) recurse once per level: 1,900 levels raised
     RecursionError, and a tree that deep, once made, could not be removed."""
     data = zip_bytes([("a/" * 1900 + "f", b"deep", 0o100644)])
-    before = snapshot(tmp_path)
-    sink = DirectorySink(str(box / "recv"), offer_for(data))
-    with pytest.raises(ProtocolError, match="nested more than 256 folders deep"):
-        feed(sink, data)
-    assert_nothing_written(tmp_path, before)
+    assert_refused(tmp_path, box, data, "nested more than 256 folders deep")
 
 
 def test_deepest_allowed_path_is_cleaned_up(tmp_path: Path, box: Path) -> None:
@@ -572,21 +549,12 @@ def test_deep_paths_do_not_cost_memory_per_prefix() -> None:
 
 def test_directory_short_stream(tmp_path: Path, box: Path) -> None:
     data = zip_bytes([("x", b"data", 0o100644)])
-    before = snapshot(tmp_path)
-    sink = DirectorySink(str(box / "recv"), offer_for(data))
-    with pytest.raises(ProtocolError, match="ended early"):
-        feed(sink, data[:-1])
-        sink.finish()
-    assert_nothing_written(tmp_path, before)
+    assert_refused(tmp_path, box, data[:-1], "ended early", offer_for(data))
 
 
 def test_directory_long_stream(tmp_path: Path, box: Path) -> None:
     data = zip_bytes([("x", b"data", 0o100644)])
-    before = snapshot(tmp_path)
-    sink = DirectorySink(str(box / "recv"), offer_for(data))
-    with pytest.raises(ProtocolError, match="more than"):
-        feed(sink, data + b"!")
-    assert_nothing_written(tmp_path, before)
+    assert_refused(tmp_path, box, data + b"!", "more than", offer_for(data))
 
 
 def test_directory_target_appeared_meanwhile(tmp_path: Path, box: Path) -> None:
