@@ -325,7 +325,7 @@ class _Sink:
     """Shared lifecycle: any failure in write/finish removes every temporary file, then raises."""
 
     target: str
-    _spool: _Spool
+    _spool: _Spool | _Unpacker  # a file, or the folder a zip unpacks into
     _state = "open"  # open -> finished | aborted
 
     @property
@@ -669,7 +669,7 @@ class DirectorySink(_Sink):
         self.offer = offer
         self._name = os.path.basename(self.target)
         self._parent = os.path.dirname(self.target)
-        self._spool = _Unpacker(self._parent, self._name, offer)  # type: ignore[assignment]
+        self._spool = _Unpacker(self._parent, self._name, offer)
 
     def _publish(self) -> None:
         # mkdir is exclusive, and rename() onto an empty directory replaces it: together they

@@ -71,7 +71,6 @@ class MemberStart:
     """A member's local header: where its bytes go (the name is not checked here)."""
 
     name: str
-    flags: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,8 +118,6 @@ class _State(Enum):
 @dataclass(slots=True)
 class _Member:
     name: str
-    method: int
-    flags: int
     crc: int  # from the local header (0 with a descriptor)
     compressed: int  # from the local header, or -1 when a descriptor carries it
     size: int
@@ -294,8 +291,8 @@ class ZipStreamReader:
             size = next(values, size) if size == 0xFFFFFFFF else size
             compressed = next(values, compressed) if compressed == 0xFFFFFFFF else compressed
         described = bool(flags & FLAG_DESCRIPTOR)
-        self._member = _Member(name, method, flags, crc, -1 if described else compressed,
-                               size, zip64 is not None)
+        self._member = _Member(name, crc, -1 if described else compressed, size,
+                               zip64 is not None)
         if method == DEFLATED:
             self._inflater = zlib.decompressobj(-15)
             self._state = _State.INFLATE
@@ -305,7 +302,7 @@ class ZipStreamReader:
             if compressed != size:
                 raise ZipFormatError(f"stored entry {ascii(name)} has two sizes")
             self._state = _State.COPY
-        return MemberStart(name, flags)
+        return MemberStart(name)
 
     def _data(self, data: bytes, compressed: int) -> MemberData:
         member = self._member
