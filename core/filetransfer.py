@@ -26,6 +26,8 @@ from hilltop.transitoptions import TransitOptions as TransitOptions  # re-export
 
 if TYPE_CHECKING:  # the transit machinery is imported when a transfer starts, not before:
     # the CLI imports this module for TransitOptions, and a text message needs none of it
+    import socket
+
     from hilltop.api import Wormhole
     from hilltop.filesink import DirectorySink, FileSink, StreamSink
     from hilltop.filesource import Source
@@ -282,6 +284,9 @@ class _SourceProducer:
 async def _stream(reactor: Any, conn: TransitConnection, source: Source,
                   progress: Progress, record_size: int, hashed: bool = True) -> str | None:
     _calm_gc()
+    sock = await conn.borrow_socket_for_sending()
+    if sock is not None:
+        return await _pump_out(reactor, conn, sock, source, progress, record_size, hashed)
     producer = _SourceProducer(reactor, conn, source, progress, record_size, hashed)
     lost = conn.when_closed()
     conn.registerProducer(producer, True)
@@ -291,6 +296,25 @@ async def _stream(reactor: Any, conn: TransitConnection, source: Source,
         return await producer.done
     finally:
         await producer.stop()
+
+
+async def _pump_out(reactor: Any, conn: TransitConnection, sock: socket.socket, source: Source,
+                    progress: Progress, record_size: int, hashed: bool) -> str | None:
+    """Send on a thread of its own, straight from the file to the socket (:mod:`bulkpump`)."""
+    from hilltop import bulkpump
+
+    work = bulkpump.send_source(source, conn.sealer, record_size,
+                                hashlib.sha256() if hashed else None)
+    pump = bulkpump.Pump(reactor, sock, work, progress, "hilltop-send")
+
+    def peer_gone(_: object) -> None:  # seen by the reactor, which keeps reading
+        pump.stop(TransitError("the transit connection closed while sending"))
+
+    conn.when_closed().addCallback(peer_gone)
+    try:
+        return await pump.done
+    finally:
+        await pump.close()
 
 
 def _calm_gc() -> None:
@@ -409,7 +433,7 @@ async def receive_into(
         conn = await runner.connect(parse_peer_hints(runner, peer_transit))
         try:
             on_connected(conn.description)
-            await _RecordSink(reactor, conn, sink, size, progress, inline=v1_sender).run()
+            await _receive_bulk(reactor, conn, sink, size, progress, inline=v1_sender)
             digest = sink.finish()
             try:
                 conn.send_record(_ack(digest))
@@ -432,6 +456,30 @@ def _ack(digest: str | None) -> bytes:
     if digest is not None:
         ack["sha256"] = digest
     return json.dumps(ack).encode("utf-8")
+
+
+async def _receive_bulk(reactor: Any, conn: TransitConnection,
+                        sink: FileSink | DirectorySink | StreamSink, size: int,
+                        progress: Progress, *, inline: bool) -> None:
+    """``size`` bytes into ``sink``: on a thread reading the socket itself when the
+    connection has a plain one (:mod:`bulkpump`), else through :class:`_RecordSink`."""
+    if size == 0:
+        return
+    _calm_gc()
+    borrowed = await conn.borrow_socket_for_receiving()
+    if borrowed is None:
+        await _RecordSink(reactor, conn, sink, size, progress, inline=inline).run()
+        return
+    from hilltop import bulkpump
+
+    sock, leftover = borrowed
+    work = bulkpump.receive_into_sink(leftover, conn.opener, sink, size)
+    pump = bulkpump.Pump(reactor, sock, work, progress, "hilltop-receive")
+    try:
+        await pump.done
+    finally:
+        await pump.close()  # before the sink closes its file under the thread
+        conn.end_borrowing()
 
 
 # Sealed bytes handed to the worker but not yet written; past this, stop reading the socket.
@@ -475,7 +523,6 @@ class _RecordSink:
         try:
             if self._size == 0:
                 return
-            _calm_gc()
             self._conn.set_frame_buffers(self._alloc)
             self._worker.set_hungry(False)
             self._conn.set_frame_receiver(self._frames, self._lost)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import socket
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
@@ -467,6 +468,40 @@ class TransitConnection:
         if self._lost is not None:
             raise TransitError(f"cannot send: {self._lost}")
         self.stream.write(frame)
+
+    async def borrow_socket_for_sending(self) -> socket.socket | None:
+        """A duplicate of the TCP socket under this connection for a bulk-data thread
+        (:mod:`hilltop.bulkpump`), once every record sent so far has left; seal with
+        :attr:`sealer`. None when the stream has no plain socket (then use :meth:`write_sealed`).
+        The reactor keeps reading: the peer's next record (its ack) arrives as usual."""
+        lend = getattr(self.stream, "lend_socket", None)
+        if lend is None or self._lost is not None:
+            return None
+        sock: socket.socket | None = await lend()
+        return sock
+
+    async def borrow_socket_for_receiving(self) -> tuple[socket.socket, bytes] | None:
+        """Like :meth:`borrow_socket_for_sending`, for a thread that reads the socket itself:
+        reading stops here, and the bytes that arrived but were not decoded yet come along
+        (the thread opens frames with :attr:`opener`). Call :meth:`end_borrowing` after.
+        None when the stream has no plain socket or records were decoded already."""
+        lend = getattr(self.stream, "lend_socket", None)
+        if lend is None or self._lost is not None or self._stash is None:
+            return None
+        self.pauseProducing()
+        sock: socket.socket | None = await lend()
+        if sock is None or self._stash is None or self._lost is not None:
+            if sock is not None:
+                sock.close()
+            self.resumeProducing()
+            return None
+        leftover = b"".join(self._stash)
+        self._stash, self._stashed = None, 0
+        return sock, leftover
+
+    def end_borrowing(self) -> None:
+        """The receiving thread is gone: the reactor reads again (the sender's hang-up)."""
+        self.resumeProducing()
 
     def registerProducer(self, producer: Any, streaming: bool) -> None:  # noqa: N802
         self.stream.register_producer(producer, streaming)

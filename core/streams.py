@@ -8,10 +8,11 @@ the thin Twisted ``Protocol`` adapter that the TCP-based transports share.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-from twisted.internet import defer
+from twisted.internet import defer, tcp
 from twisted.internet.abstract import isIPAddress, isIPv6Address
 from twisted.internet.endpoints import (
     HostnameEndpoint,
@@ -159,6 +160,44 @@ class TCPStream(TwistedProtocol):
         else:
             self._closed_waiters.append(d)
         return d
+
+    def lend_socket(self) -> defer.Deferred[socket.socket | None]:
+        """A duplicate of the connected socket for a bulk-data thread (:mod:`hilltop.bulkpump`),
+        once every byte written through Twisted has gone out, so the thread's bytes follow them.
+
+        Fires with None unless this stream sits directly on a Twisted TCP connection without
+        TLS (a plugin's wrapped transport keeps the reactor path), or once the connection is
+        gone. Reading is the caller's to pause (:meth:`pause_reading`).
+        """
+        transport = self.transport
+        if self._lost_reason is not None or not _plain_tcp(transport):
+            return defer.succeed(None)
+        lent: defer.Deferred[socket.socket | None] = defer.Deferred()
+
+        def when_flushed() -> None:
+            if self._lost_reason is not None:
+                lent.callback(None)
+            elif _nothing_to_send(transport):
+                lent.callback(transport.getHandle().dup())
+            else:  # a few bytes (the handshake's "go") still queued: the next reactor turn
+                transport.reactor.callLater(_FLUSH_POLL, when_flushed)
+
+        when_flushed()
+        return lent
+
+
+_FLUSH_POLL = 0.002
+"""Seconds between two looks at Twisted's send buffer while waiting to lend the socket."""
+
+
+def _plain_tcp(transport: Any) -> bool:
+    return (isinstance(transport, tcp.Connection) and not getattr(transport, "TLS", False)
+            and hasattr(transport, "dataBuffer") and hasattr(transport, "_tempDataLen"))
+
+
+def _nothing_to_send(transport: Any) -> bool:
+    """Twisted's send buffer is empty (its ``FileDescriptor`` keeps no public count)."""
+    return len(transport.dataBuffer) - transport.offset + transport._tempDataLen == 0
 
 
 def _peer_text(transport: Any) -> str:

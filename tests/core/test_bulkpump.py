@@ -1,0 +1,261 @@
+"""The bulk pump: frames found in a refilled buffer, and whole transfers on a thread of their own
+over a real loopback TCP connection (sizes small, every boundary crossed: frames split over
+reads, the buffer's wrap, bytes the reactor read before the thread took over, a dropped peer,
+garbage, cancellation)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from pathlib import Path
+
+import pytest
+import pytest_twisted
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_datapath import connected_pair
+from twisted.internet import defer, task
+
+from hilltop import bulkpump, capabilities, filetransfer, records
+from hilltop.errors import BadRecordError, ProtocolError, TransitError
+from hilltop.filesink import FileSink
+from hilltop.filesource import FileSource
+from hilltop.transfer import FileOffer
+
+
+def framed(payloads: list[bytes]) -> bytes:
+    """Frames as the wire carries them (length prefix, then the frame's bytes)."""
+    return b"".join(len(p).to_bytes(4, "big") + p for p in payloads)
+
+
+def scan_in_chunks(wire: bytes, reads: list[int], buffer: int,
+                   leftover: int = 0) -> list[bytes]:
+    """Feed ``wire`` to a FrameScanner as socket reads of the given sizes would."""
+    scanner = bulkpump.FrameScanner(buffer, wire[:leftover])
+    pos, found, i = leftover, [], 0
+    while True:
+        found += [bytes(f) for f in scanner.frames()]
+        if pos == len(wire):
+            return found
+        space = scanner.space()
+        assert len(space) > 0
+        n = min(len(space), max(1, reads[i % len(reads)]), len(wire) - pos)
+        i += 1
+        space[:n] = wire[pos : pos + n]
+        scanner.filled(n)
+        pos += n
+
+
+FRAME = st.binary(min_size=records.NONCE_SIZE + records.TAG_SIZE, max_size=300)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(FRAME, max_size=30), st.lists(st.integers(1, 700), min_size=1, max_size=20),
+       st.integers(64, 1024), st.data())
+def test_scanner_finds_every_frame_however_the_bytes_arrive(
+        payloads: list[bytes], reads: list[int], buffer: int, data: st.DataObject) -> None:
+    wire = framed(payloads)
+    leftover = data.draw(st.integers(0, len(wire)))
+    assert scan_in_chunks(wire, reads, buffer, leftover) == payloads
+
+
+def test_scanner_hands_out_views_of_its_buffer() -> None:
+    scanner = bulkpump.FrameScanner(4096)
+    frame = bytes(range(100))
+    wire = framed([frame, frame])
+    scanner.space()[: len(wire)] = wire
+    scanner.filled(len(wire))
+    first, second = scanner.frames()
+    assert first.obj is scanner.buffer.obj and bytes(second) == frame  # opened where they lie
+
+
+def test_scanner_grows_for_a_frame_bigger_than_its_buffer() -> None:
+    big = os.urandom(5000)
+    assert scan_in_chunks(framed([b"s" * 40, big, b"t" * 40]), [333], buffer=256) == [
+        b"s" * 40, big, b"t" * 40]
+
+
+@pytest.mark.parametrize("size", [0, records.NONCE_SIZE + records.TAG_SIZE - 1,
+                                  records.MAX_RECORD_SIZE + 1])
+def test_scanner_refuses_impossible_lengths(size: int) -> None:
+    scanner = bulkpump.FrameScanner(1024, size.to_bytes(4, "big") + b"x" * 50)
+    with pytest.raises(BadRecordError):
+        scanner.frames()
+
+
+# --- over loopback ------------------------------------------------------------------------------
+async def _send_file(reactor, cs, path: Path, size: int, hashed: bool = True,
+                     record_size: int = records.BIG_RECORD_SIZE):
+    f = open(path, "rb")  # noqa: SIM115 - closed by the finally below
+    source = FileSource(FileOffer(path.name, size), str(path), f)
+    try:
+        return await filetransfer._stream(reactor, cs, source, lambda _n: None,
+                                          record_size, hashed)
+    finally:
+        f.close()
+
+
+AES = pytest.mark.skipif(capabilities.AES_RECORDS not in capabilities.FEATURES,
+                         reason="no hardware AES here")
+
+
+@pytest.mark.parametrize(("record_size", "cipher", "hashed"), [
+    (records.V1_RECORD_SIZE, records.SECRETBOX, True),  # towards official and william
+    (records.BIG_RECORD_SIZE, records.SECRETBOX, True),
+    pytest.param(records.BIG_RECORD_SIZE, records.AES256GCM, False, marks=AES)])
+@pytest.mark.parametrize("late", [False, True])
+@pytest_twisted.ensureDeferred
+async def test_both_sides_pump_and_records_carry_on(tmp_path: Path, late: bool, record_size: int,
+                                                    cipher: records.Cipher, hashed: bool) -> None:
+    """``late``: the receiver starts after the sender has filled the socket buffers, so the
+    reactor has read (and must hand over) bytes before the thread takes the socket."""
+    from twisted.internet import reactor
+
+    data = os.urandom(9 * records.BIG_RECORD_SIZE + 777)
+    (tmp_path / "src").write_bytes(data)
+    s, r, cs, cr = await connected_pair(reactor, cipher)
+    pumps: list[str] = []
+    real_pump = bulkpump.Pump
+
+    def counting_pump(*args, **kwargs):
+        pumps.append(args[-1] if len(args) > 4 else kwargs["name"])
+        return real_pump(*args, **kwargs)
+
+    bulkpump.Pump = counting_pump  # type: ignore[assignment, misc]
+    try:
+        sending = defer.ensureDeferred(
+            _send_file(reactor, cs, tmp_path / "src", len(data), hashed, record_size))
+        if late:
+            await task.deferLater(reactor, 0.3, lambda: None)
+            assert cr._stashed > 0  # noqa: SLF001 - the reactor read ahead
+        sink = FileSink(str(tmp_path / "dst"), len(data))
+        if not hashed:
+            sink.skip_hash()
+        moved: list[int] = []
+        await filetransfer._receive_bulk(reactor, cr, sink, len(data), moved.append,
+                                         inline=False)
+        sent = await sending
+    finally:
+        bulkpump.Pump = real_pump  # type: ignore[misc]
+    assert sorted(pumps) == ["hilltop-receive", "hilltop-send"]
+    assert sink.finish() == sent == (hashlib.sha256(data).hexdigest() if hashed else None)
+    assert (tmp_path / "dst").read_bytes() == data
+    assert sum(moved) == len(data)
+    cr.send_record(b"ack")  # the reactor has the socket back, nonces carried on
+    assert await cs.receive_record() == b"ack"
+    cs.send_record(b"more")
+    assert await cr.receive_record() == b"more"
+    await cr.close()
+    await cs.when_closed()
+    await s.stop()
+    await r.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_sender_hanging_up_midway_is_reported_and_nothing_kept(tmp_path: Path) -> None:
+    from twisted.internet import reactor
+
+    s, r, cs, cr = await connected_pair(reactor)
+    size = 10 * records.BIG_RECORD_SIZE
+    sink = FileSink(str(tmp_path / "dst"), size)
+    cs.send_record(b"x" * 1000)
+    cs.close()
+    with pytest.raises(TransitError, match="after 1000 of"):
+        await filetransfer._receive_bulk(reactor, cr, sink, size, lambda _n: None,
+                                         inline=False)
+    sink.abort()
+    assert os.listdir(tmp_path) == []
+    await s.stop()
+    await r.stop()
+
+
+@pytest.mark.parametrize("garbage", ["bad-length", "bad-tag"])
+@pytest_twisted.ensureDeferred
+async def test_garbage_from_the_sender_is_refused(tmp_path: Path, garbage: str) -> None:
+    from twisted.internet import reactor
+
+    s, r, cs, cr = await connected_pair(reactor)
+    size = 10 * records.BIG_RECORD_SIZE
+    sink = FileSink(str(tmp_path / "dst"), size)
+    cs.send_record(b"y" * 5000)
+    if garbage == "bad-length":
+        cs.stream.write((5).to_bytes(4, "big") + b"z" * 5)
+    else:
+        cs.stream.write(records.RecordSealer(b"k" * 32).seal(b"forged" * 100))
+    with pytest.raises(ProtocolError, match="transit record"):
+        await filetransfer._receive_bulk(reactor, cr, sink, size, lambda _n: None,
+                                         inline=False)
+    sink.abort()
+    assert os.listdir(tmp_path) == []
+    await cs.close()
+    await s.stop()
+    await r.stop()
+
+
+class _EndlessSource:
+    """Reads forever (so only the peer or a cancel can end the send)."""
+
+    def readinto(self, buffer) -> int:
+        buffer[:] = b"\0" * len(buffer)
+        return len(buffer)
+
+
+@pytest_twisted.ensureDeferred
+async def test_receiver_hanging_up_stops_the_sending_thread() -> None:
+    from twisted.internet import reactor
+
+    s, r, cs, cr = await connected_pair(reactor)
+    sending = defer.ensureDeferred(filetransfer._stream(
+        reactor, cs, _EndlessSource(), lambda _n: None, records.BIG_RECORD_SIZE, False))
+    await task.deferLater(reactor, 0.2, lambda: None)
+    cr.stream.abort()  # type: ignore[attr-defined]
+    with pytest.raises(TransitError):
+        await sending
+    assert not [t for t in threading.enumerate() if t.name == "hilltop-send"]
+    await s.stop()
+    await r.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_cancelling_the_send_stops_the_thread() -> None:
+    from twisted.internet import reactor
+
+    s, r, cs, cr = await connected_pair(reactor)
+    cr.pauseProducing()  # nobody reads: the thread blocks in send()
+    sending = defer.ensureDeferred(filetransfer._stream(
+        reactor, cs, _EndlessSource(), lambda _n: None, records.BIG_RECORD_SIZE, False))
+    await task.deferLater(reactor, 0.3, lambda: None)
+    sending.cancel()
+    with pytest.raises(defer.CancelledError):
+        await sending
+    assert not [t for t in threading.enumerate() if t.name == "hilltop-send"]
+    await cs.when_closed()
+    await s.stop()
+    await r.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_streams_without_a_socket_keep_the_reactor_path(tmp_path: Path) -> None:
+    """A plugin's stream (no ``lend_socket``) and a wrapped one both use the old pipeline."""
+    from twisted.internet import reactor
+
+    s, r, cs, cr = await connected_pair(reactor)
+    assert await cs.borrow_socket_for_sending() is not None  # the real one lends
+    for conn in (cs, cr):
+        conn.stream.lend_socket = lambda: defer.succeed(None)  # type: ignore[attr-defined]
+    assert await cs.borrow_socket_for_sending() is None
+    assert await cr.borrow_socket_for_receiving() is None
+    assert cr._paused is False  # noqa: SLF001 - reading was given back
+    data = os.urandom(3 * records.BIG_RECORD_SIZE + 5)
+    (tmp_path / "src").write_bytes(data)
+    sink = FileSink(str(tmp_path / "dst"), len(data))
+    sent, _ = await defer.gatherResults([
+        defer.ensureDeferred(_send_file(reactor, cs, tmp_path / "src", len(data))),
+        defer.ensureDeferred(filetransfer._receive_bulk(reactor, cr, sink, len(data),
+                                                        lambda _n: None, inline=False))])
+    assert sink.finish() == sent
+    assert (tmp_path / "dst").read_bytes() == data
+    await cr.close()
+    await s.stop()
+    await r.stop()
