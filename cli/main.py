@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import click
 
-from hilltop import __version__, api
-from hilltop.cli.common import GlobalOptions
+from hilltop.lazytls import defer_openssl, openssl_deferred
+
+defer_openssl()  # the CLI opens TLS connections only for a wss:// mailbox
+with openssl_deferred():
+    from hilltop import __version__, api  # Twisted's endpoints, without TLS
+from hilltop.cli.common import GlobalOptions  # noqa: E402
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

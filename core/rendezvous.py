@@ -19,6 +19,7 @@ from twisted.internet.interfaces import IStreamClientEndpoint
 
 from hilltop import mailbox, messages
 from hilltop.errors import LocalError
+from hilltop.lazytls import openssl_deferred, wrap_client_tls
 
 log = logging.getLogger(__name__)
 
@@ -27,10 +28,8 @@ EndpointFactory = Callable[[Any, str, int, bool], IStreamClientEndpoint]
 
 def default_endpoint(reactor: Any, host: str, port: int, tls: bool) -> IStreamClientEndpoint:
     endpoint = endpoints.HostnameEndpoint(reactor, host, port, timeout=30)
-    if tls:
-        from twisted.internet import ssl  # needs pyOpenSSL; only wss:// pays for importing it
-
-        return endpoints.wrapClientTLS(ssl.optionsForClientTLS(host), endpoint)
+    if tls:  # only wss:// pays for importing pyOpenSSL
+        return wrap_client_tls(host, endpoint)
     return endpoint
 
 
@@ -57,7 +56,8 @@ def _autobahn() -> tuple[Any, type]:
     the user asked for them.
     """
     os.environ.setdefault("AUTOBAHN_USE_NVX", "0")
-    from autobahn.twisted.websocket import WebSocketClientFactory, WebSocketClientProtocol
+    with openssl_deferred():
+        from autobahn.twisted.websocket import WebSocketClientFactory, WebSocketClientProtocol
 
     class MailboxProtocol(WebSocketClientProtocol):
         client: RendezvousClient

@@ -1,0 +1,66 @@
+"""pyOpenSSL only in processes that open a TLS connection (a ``wss://`` mailbox).
+
+Why: Twisted's reactor, TCP and endpoints modules and autobahn all try ``import OpenSSL`` when
+they are first imported, only to offer TLS, and fall back quietly without it. That import
+(pyOpenSSL and the X.509 half of ``cryptography``) costs every ``wormhole`` process ~5 MB of
+peak RSS and ~40 ms of start-up, while the default mailbox (``ws://``) and every transit
+connection are plain TCP. The CLI opts in with :func:`defer_openssl` before importing any of
+them; those imports then run inside :func:`openssl_deferred` and take their no-TLS branch.
+A ``wss://`` mailbox still works: :func:`wrap_client_tls` imports TLS support itself, at
+connection time. Library users who do not opt in see no difference.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from twisted.internet.interfaces import IStreamClientEndpoint
+from zope.interface import implementer
+
+_deferring = False
+
+
+def defer_openssl() -> None:
+    """Let :func:`openssl_deferred` keep pyOpenSSL out of this process (the CLI calls it)."""
+    global _deferring
+    _deferring = True
+
+
+@contextmanager
+def openssl_deferred() -> Iterator[None]:
+    """Inside: ``import OpenSSL`` fails (if the process opted in and it is not loaded yet),
+    so modules imported here for the first time take their no-TLS branch."""
+    if not _deferring or "OpenSSL" in sys.modules:
+        yield
+        return
+    sys.modules["OpenSSL"] = None  # type: ignore[assignment] - makes the import fail
+    try:
+        yield
+    finally:
+        if "OpenSSL" in sys.modules and sys.modules["OpenSSL"] is None:
+            del sys.modules["OpenSSL"]
+
+
+def wrap_client_tls(host: str, endpoint: IStreamClientEndpoint) -> IStreamClientEndpoint:
+    """``endpoint`` with TLS on top, checking ``host``'s certificate against the system's
+    trust roots (what ``endpoints.wrapClientTLS`` does, without needing Twisted's endpoints
+    module to have seen pyOpenSSL at its import)."""
+    from twisted.internet import ssl  # pyOpenSSL, now
+
+    return _TLSClientEndpoint(ssl.optionsForClientTLS(host), endpoint)
+
+
+@implementer(IStreamClientEndpoint)
+class _TLSClientEndpoint:
+    def __init__(self, creator: Any, wrapped: IStreamClientEndpoint) -> None:
+        self._creator = creator
+        self._wrapped = wrapped
+
+    def connect(self, factory: Any) -> Any:
+        from twisted.protocols.tls import TLSMemoryBIOFactory
+
+        connecting = self._wrapped.connect(TLSMemoryBIOFactory(self._creator, True, factory))
+        return connecting.addCallback(lambda tls: tls.wrappedProtocol)

@@ -1,0 +1,59 @@
+"""The CLI keeps pyOpenSSL out until a wss:// mailbox needs it, and wss:// still speaks TLS.
+
+Run in a fresh interpreter: whether pyOpenSSL is loaded depends on the process's first imports.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+PROBE = textwrap.dedent("""
+    import socket, sys, threading
+    import hilltop.cli.main  # the CLI opts in, as the wormhole command does
+    from hilltop.reactor import install_asyncio_reactor
+    reactor = install_asyncio_reactor()
+    from hilltop import rendezvous
+    rendezvous._autobahn()
+    from twisted.internet import endpoints, protocol
+    print("after start-up:", "OpenSSL" in sys.modules)
+    print("plain:", type(rendezvous.default_endpoint(reactor, "localhost", 1, False)).__name__)
+
+    server = socket.create_server(("127.0.0.1", 0))
+    first = []
+    def accept():
+        conn, _ = server.accept()
+        first.append(conn.recv(3))
+        conn.close()
+    threading.Thread(target=accept, daemon=True).start()
+    port = server.getsockname()[1]
+    ep = rendezvous.default_endpoint(reactor, "127.0.0.1", port, True)
+    d = ep.connect(protocol.Factory.forProtocol(protocol.Protocol))
+    d.addBoth(lambda _: reactor.callLater(0.5, reactor.stop))
+    reactor.callLater(10, reactor.stop)
+    reactor.run()
+    print("after wss:", "OpenSSL" in sys.modules)
+    print("first bytes:", first[0].hex() if first else None)
+""")
+
+
+def test_cli_starts_without_openssl_and_wss_still_uses_tls() -> None:
+    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = dict(line.split(": ", 1) for line in out.stdout.splitlines())
+    assert lines["after start-up"] == "False"
+    assert lines["plain"] == "HostnameEndpoint"
+    assert lines["after wss"] == "True"
+    assert lines["first bytes"].startswith("1603")  # a TLS handshake record: ClientHello
+
+
+def test_library_imports_are_left_alone() -> None:
+    """Without the CLI's opt-in, Twisted is imported exactly as usual."""
+    probe = ("import sys, hilltop.api; from hilltop.reactor import install_asyncio_reactor; "
+             "install_asyncio_reactor(); print('OpenSSL' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True"
