@@ -12,7 +12,7 @@ import socket
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-from twisted.internet import defer, tcp
+from twisted.internet import defer
 from twisted.internet.abstract import isIPAddress, isIPv6Address
 from twisted.internet.endpoints import (
     HostnameEndpoint,
@@ -191,6 +191,8 @@ _FLUSH_POLL = 0.002
 
 
 def _plain_tcp(transport: Any) -> bool:
+    from twisted.internet import tcp  # loaded with the reactor; not before (hilltop.lazytls)
+
     return (isinstance(transport, tcp.Connection) and not getattr(transport, "TLS", False)
             and hasattr(transport, "dataBuffer") and hasattr(transport, "_tempDataLen"))
 

@@ -9,15 +9,28 @@ import subprocess
 import sys
 import textwrap
 
-PROBE = textwrap.dedent("""
+SEND = textwrap.dedent("""
+    import sys
+    from hilltop.cli.main import cli  # the CLI opts in, as the wormhole command does
+    try:  # the whole send command, up to its first mailbox connection (refused here)
+        cli(["--relay-url", "ws://127.0.0.1:1/v1", "send", "--text", "hi"], prog_name="wormhole")
+    except SystemExit as exit:
+        print("exit:", exit.code)
+    from hilltop import bulkpump, filetransfer, rendezvous, runner  # what a transfer adds
+    from hilltop.transports import direct_tcp, relay
+    rendezvous._autobahn()
+    print("OpenSSL loaded:", "OpenSSL" in sys.modules)
+""")
+
+WSS = textwrap.dedent("""
     import socket, sys, threading
-    import hilltop.cli.main  # the CLI opts in, as the wormhole command does
+    import hilltop.cli.main  # opts in
     from hilltop.reactor import install_asyncio_reactor
     reactor = install_asyncio_reactor()
     from hilltop import rendezvous
     rendezvous._autobahn()
-    from twisted.internet import endpoints, protocol
-    print("after start-up:", "OpenSSL" in sys.modules)
+    from twisted.internet import protocol
+    print("before:", "OpenSSL" in sys.modules)
     print("plain:", type(rendezvous.default_endpoint(reactor, "localhost", 1, False)).__name__)
 
     server = socket.create_server(("127.0.0.1", 0))
@@ -38,12 +51,22 @@ PROBE = textwrap.dedent("""
 """)
 
 
-def test_cli_starts_without_openssl_and_wss_still_uses_tls() -> None:
-    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
+def _run(probe: str) -> dict[str, str]:
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0, out.stderr
-    lines = dict(line.split(": ", 1) for line in out.stdout.splitlines())
-    assert lines["after start-up"] == "False"
+    return dict(line.split(": ", 1) for line in out.stdout.splitlines())
+
+
+def test_a_send_runs_without_openssl() -> None:
+    lines = _run(SEND)
+    assert lines["exit"] == "1"  # the refused mailbox, reported as an error
+    assert lines["OpenSSL loaded"] == "False"
+
+
+def test_wss_still_speaks_tls() -> None:
+    lines = _run(WSS)
+    assert lines["before"] == "False"
     assert lines["plain"] == "HostnameEndpoint"
     assert lines["after wss"] == "True"
     assert lines["first bytes"].startswith("1603")  # a TLS handshake record: ClientHello
