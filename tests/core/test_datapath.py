@@ -332,3 +332,23 @@ def test_source_readinto_counts_exactly(tmp_path: Path) -> None:
         while n := source.readinto(buffer):
             got += buffer[:n]
     assert bytes(got) == data[:60_000]  # a file that grew is sent only up to the offer
+
+
+def test_page_cache_writes_start_write_back_as_they_go(tmp_path: Path, monkeypatch) -> None:
+    """So the fsync before the ack waits for the last stretch only, not the whole file."""
+    monkeypatch.setattr(filesink, "WRITEBACK_EVERY", 64 * 1024)
+    asked: list[tuple[int, int]] = []
+    real = os.posix_fadvise
+    monkeypatch.setattr(os, "posix_fadvise",
+                        lambda fd, start, n, advice: (asked.append((start, n)),
+                                                      real(fd, start, n, advice))[1])
+    data = os.urandom(300 * 1024)
+    sink = FileSink(str(tmp_path / "f"), len(data))
+    sink.without_direct_io()
+    for i in range(0, len(data), 10_000):
+        sink.write(data[i : i + 10_000])
+    sink.finish()
+    assert (tmp_path / "f").read_bytes() == data
+    ends = [end for _start, end in asked]
+    assert len(ends) == 4 and ends == sorted(ends) and ends[0] >= 64 * 1024
+    assert all(b - a >= 64 * 1024 for a, b in zip(ends, ends[1:], strict=False))
