@@ -246,6 +246,59 @@ def test_unreadable_entries_inside_directory(tmp_path: Path) -> None:
         (tree / "closed").chmod(0o755)
 
 
+@pytest.mark.skipif(not hasattr(os, "setuid") or os.geteuid() != 0,
+                    reason="needs root to become another user")
+def test_unreadable_entries_seen_by_an_ordinary_user() -> None:
+    """The same as above where the tests run as root (CI): a forked child becomes nobody."""
+    import pwd
+
+    nobody = pwd.getpwnam("nobody")
+    with tempfile.TemporaryDirectory() as top:
+        os.chmod(top, 0o755)
+        tree = Path(top) / "tree"
+        (tree / "closed").mkdir(parents=True)
+        (tree / "closed" / "x").write_text("x")
+        (tree / "locked").write_text("x")
+        (tree / "open").write_text("x")
+        (tree / "locked").chmod(0)
+        (tree / "closed").chmod(0)
+        tree.chmod(0o755)
+        (tree / "open").chmod(0o644)
+        # the child may not read the interpreter's or the venv's files: import first
+        import encodings.cp437  # noqa: F401
+
+        import zipstream  # noqa: F401
+
+        reading, writing = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns into pytest
+            try:
+                os.setgid(nobody.pw_gid)
+                os.setuid(nobody.pw_uid)
+                try:
+                    open_source(str(tree))
+                    refused = "no error"
+                except UnsendableError as err:
+                    refused = str(err)
+                with open_source(str(tree), skip_unsendable=True) as source:
+                    _, zf = zip_of(source)
+                report = f"{refused}|{zf.namelist()}|{len(source.skipped)}"
+                os.write(writing, report.encode())
+            except BaseException as err:  # noqa: BLE001 - reported to the parent
+                os.write(writing, f"child failed: {err!r}".encode())
+            finally:
+                os._exit(0)
+        os.close(writing)
+        with os.fdopen(reading) as r:
+            report = r.read()
+        os.waitpid(pid, 0)
+        (tree / "closed").chmod(0o755)
+    assert report.count("|") == 2, report
+    refused, names, skipped = report.split("|")
+    assert "Permission denied" in refused
+    assert names == "['open']" and skipped == "2"
+
+
 def test_file_changing_size_inside_directory(tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     tree.mkdir()
