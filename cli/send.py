@@ -69,30 +69,22 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
 
     announcement = Announcement(code, code_length, verify, qr=qr)
 
-    opening: _Opening | None = None
-
     async def payload(reactor: Any, w: api.Wormhole, options: TransitOptions,
                       announcement: Announcement) -> int:
-        if opening is not None:
-            with await opening.take() as source:
+        source = None
+        if what is not None:
+            from hilltop.filesource import open_source  # zipstream: only to send a file
+
+            source = open_source(what, skip_unsendable=ignore_unsendable_files)
+        if source is not None:
+            with source:
                 return await _send_file(reactor, w, source, options, announcement,
                                         hide_progress)
         assert text is not None
         return await _send_text(w, text, announcement)
 
     async def main(reactor: Any) -> int:
-        nonlocal opening
         check_transport_names(options)
-        if what is not None:
-            opening = _Opening(reactor, what, ignore_unsendable_files)
-            _warm_up(announcement.qr, hide_progress)
-        try:
-            return await connect_and_send(reactor)
-        finally:
-            if opening is not None:
-                opening.discard()
-
-    async def connect_and_send(reactor: Any) -> int:
         if lan or interface:
             from hilltop.lan import lan_interfaces  # zeroconf and friends: LAN mode only
 
@@ -120,58 +112,6 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
                 await manager.close()
 
     run(main)
-
-
-class _Opening:
-    """The file or folder being opened on a thread while the reactor connects to the mailbox.
-
-    Why: listing a 10,000-file tree (a stat and an access check per file) takes ~0.2 s and
-    the offer waits for it; on the reactor thread it also held up the mailbox connection.
-    """
-
-    def __init__(self, reactor: Any, what: str, skip_unsendable: bool) -> None:
-        import threading
-
-        from twisted.internet.defer import Deferred
-
-        from hilltop.filesource import open_source  # zipstream: only to send a file
-
-        self._opened: Deferred[Source] = Deferred()
-        self._taken = False
-
-        def walk() -> None:
-            try:
-                source = open_source(what, skip_unsendable=skip_unsendable)
-            except BaseException as err:  # noqa: BLE001 - raised again where it is awaited
-                reactor.callFromThread(self._opened.errback, err)
-            else:
-                reactor.callFromThread(self._opened.callback, source)
-
-        # a daemon thread, not Twisted's pool: Ctrl-C must not wait for a huge tree's walk
-        threading.Thread(target=walk, name="hilltop-open", daemon=True).start()
-
-    async def take(self) -> Source:
-        self._taken = True
-        source: Source = await self._opened
-        return source
-
-    def discard(self) -> None:
-        """Close the source if nobody took it (the transfer failed before), quietly."""
-        if not self._taken:
-            self._opened.addCallbacks(lambda source: source.close(), lambda _failure: None)
-
-
-def _warm_up(qr: bool, hide_progress: bool) -> None:
-    """Import now what sending a file needs once the code is agreed (the transit runner and
-    the built-in transports, ~50 ms; the QR code and progress bar libraries), while the tree
-    is walked on its thread and the mailbox connection is made, instead of between the
-    peer's answer and our offer. Imports only: plugins still load (or not) in the runner."""
-    from hilltop import bulkpump, runner  # noqa: F401
-    from hilltop.transports import direct_tcp, relay  # noqa: F401
-    if qr:
-        import qrcode  # noqa: F401
-    if not hide_progress and sys.stderr.isatty():
-        import tqdm  # noqa: F401
 
 
 @dataclass(frozen=True)
