@@ -422,6 +422,8 @@ class TransitConnection:
     and hand the frames to :meth:`write_sealed`; a receiver may take sealed frames with
     :meth:`set_frame_receiver` and open them with :attr:`opener`. The nonce counters live in
     those two objects, so ordinary records before and after continue the same sequence.
+    Over a plain TCP socket a bulk thread may instead borrow the socket itself
+    (:meth:`borrow_socket_for_sending`, :meth:`borrow_socket_for_receiving`).
     """
 
     def __init__(self, role: Role, transit_key: bytes, stream: ByteStream, leftover: bytes,

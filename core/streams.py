@@ -165,12 +165,12 @@ class TCPStream(TwistedProtocol):
         """A duplicate of the connected socket for a bulk-data thread (:mod:`hilltop.bulkpump`),
         once every byte written through Twisted has gone out, so the thread's bytes follow them.
 
-        Fires with None unless this stream sits directly on a Twisted TCP connection without
-        TLS (a plugin's wrapped transport keeps the reactor path), or once the connection is
-        gone. Reading is the caller's to pause (:meth:`pause_reading`).
+        Fires with None unless this stream sits directly on a Twisted TCP or Unix-socket
+        connection without TLS (a plugin's own transport keeps the reactor path), or once the
+        connection is gone. Reading is the caller's to pause (:meth:`pause_reading`).
         """
         transport = self.transport
-        if self._lost_reason is not None or not _plain_tcp(transport):
+        if self._lost_reason is not None or not _plain_socket(transport):
             return defer.succeed(None)
         lent: defer.Deferred[socket.socket | None] = defer.Deferred()
 
@@ -190,7 +190,8 @@ _FLUSH_POLL = 0.002
 """Seconds between two looks at Twisted's send buffer while waiting to lend the socket."""
 
 
-def _plain_tcp(transport: Any) -> bool:
+def _plain_socket(transport: Any) -> bool:
+    """A Twisted TCP connection (Unix-socket ones are subclasses) with no TLS layer."""
     from twisted.internet import tcp  # loaded with the reactor; not before (hilltop.lazytls)
 
     return (isinstance(transport, tcp.Connection) and not getattr(transport, "TLS", False)
