@@ -14,7 +14,7 @@ import pytest
 import pytest_twisted
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_datapath import connected_pair
+from test_datapath import connected_pair, records_carry_on_then_close
 from twisted.internet import defer, task
 
 from hilltop import bulkpump, capabilities, filetransfer, records
@@ -142,14 +142,7 @@ async def test_both_sides_pump_and_records_carry_on(tmp_path: Path, late: bool, 
     assert sink.finish() == sent == (hashlib.sha256(data).hexdigest() if hashed else None)
     assert (tmp_path / "dst").read_bytes() == data
     assert sum(moved) == len(data)
-    cr.send_record(b"ack")  # the reactor has the socket back, nonces carried on
-    assert await cs.receive_record() == b"ack"
-    cs.send_record(b"more")
-    assert await cr.receive_record() == b"more"
-    await cr.close()
-    await cs.when_closed()
-    await s.stop()
-    await r.stop()
+    await records_carry_on_then_close(s, r, cs, cr)  # the reactor has the socket back
 
 
 @pytest_twisted.ensureDeferred
@@ -241,7 +234,9 @@ async def test_streams_without_a_socket_keep_the_reactor_path(tmp_path: Path) ->
     from twisted.internet import reactor
 
     s, r, cs, cr = await connected_pair(reactor)
-    assert await cs.borrow_socket_for_sending() is not None  # the real one lends
+    lent = await cs.borrow_socket_for_sending()
+    assert lent is not None  # the real one lends
+    lent.close()
     for conn in (cs, cr):
         conn.stream.lend_socket = lambda: defer.succeed(None)  # type: ignore[attr-defined]
     assert await cs.borrow_socket_for_sending() is None

@@ -157,7 +157,12 @@ async def test_file_crosses_intact(tmp_path: Path, record_size: int, hashed: boo
     assert sent == digest == expected
     assert (tmp_path / "dst").read_bytes() == data
     assert sum(moved) == len(data)
-    # ordinary records still work afterwards, with the nonce counts carried on
+    await records_carry_on_then_close(s, r, cs, cr)
+
+
+async def records_carry_on_then_close(s, r, cs, cr) -> None:
+    """After a bulk transfer ordinary records still work both ways (the nonce counts carried
+    on); then close everything."""
     cr.send_record(b"ack")
     assert await cs.receive_record() == b"ack"
     cs.send_record(b"more")
