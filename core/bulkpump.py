@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
@@ -36,7 +37,10 @@ from hilltop.errors import BadRecordError, TransitError
 T = TypeVar("T")
 
 REPORT_EVERY = 4 * 1024 * 1024
-"""Plaintext bytes between two progress reports to the reactor thread."""
+"""Plaintext bytes that make the thread report progress to the reactor thread..."""
+REPORT_SECONDS = 0.25
+"""...or seconds since the last report, whichever comes first (a slow link, Tor say, still
+moves the progress bar)."""
 SEND_BATCH = 1024 * 1024
 """Plaintext bytes sealed before one ``send``: fewer, bigger syscalls."""
 RECEIVE_BUFFER = 1024 * 1024
@@ -63,6 +67,7 @@ class Pump(Generic[T]):
         self._work = work
         self._progress = progress
         self._unreported = 0
+        self._reported_at = time.monotonic()
         self._closing = threading.Lock()
         self._stopping = False
         self._succeeded = False
@@ -130,8 +135,11 @@ class Pump(Generic[T]):
 
     def report(self, nbytes: int, final: bool = False) -> None:
         self._unreported += nbytes
-        if self._unreported >= REPORT_EVERY or (final and self._unreported):
-            n, self._unreported = self._unreported, 0
+        if not self._unreported:
+            return
+        now = time.monotonic()
+        if final or self._unreported >= REPORT_EVERY or now - self._reported_at >= REPORT_SECONDS:
+            n, self._unreported, self._reported_at = self._unreported, 0, now
             self._reactor.callFromThread(self._progress, n)
 
     def _check(self) -> None:

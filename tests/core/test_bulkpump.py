@@ -254,3 +254,25 @@ async def test_streams_without_a_socket_keep_the_reactor_path(tmp_path: Path) ->
     await cr.close()
     await s.stop()
     await r.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_progress_moves_on_a_slow_link(tmp_path: Path) -> None:
+    """Reported by time as well as by bytes: 60 KB over 1.2 s must not be one report."""
+    from twisted.internet import reactor
+
+    s, r, cs, cr = await connected_pair(reactor)
+    size = 12 * 5000
+    sink = FileSink(str(tmp_path / "dst"), size)
+    moved: list[int] = []
+    receiving = defer.ensureDeferred(filetransfer._receive_bulk(
+        reactor, cr, sink, size, moved.append, inline=False))
+    for _ in range(12):
+        cs.send_record(b"z" * 5000)
+        await task.deferLater(reactor, 0.1, lambda: None)
+    await receiving
+    assert sum(moved) == size and len(moved) >= 3
+    sink.finish()
+    await cs.close()
+    await s.stop()
+    await r.stop()
