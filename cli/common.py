@@ -6,6 +6,7 @@ command module can import it without importing every other command.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -22,6 +23,10 @@ class GlobalOptions:
     transit_helper: str
 
 
+_CLEANUP_SECONDS = 5.0
+"""How long an interrupted transfer may take to clean up before the process exits anyway."""
+
+
 def run(main: Callable[[Any], Coroutine[Any, Any, int | None]]) -> None:
     """Run ``main(reactor)`` on the asyncio reactor and exit with its status.
 
@@ -30,14 +35,19 @@ def run(main: Callable[[Any], Coroutine[Any, Any, int | None]]) -> None:
     from hilltop.reactor import install_asyncio_reactor
 
     reactor = install_asyncio_reactor()
-    from twisted.internet.defer import ensureDeferred
+    from twisted.internet.defer import Deferred, ensureDeferred
+    from twisted.internet.error import ReactorNotRunning
 
     result: dict[str, int | None] = {"status": None}
+    running: list[Deferred[int | None]] = []
+    interrupted: list[bool] = []
 
     def done(status: int | None) -> None:
         result["status"] = status or 0
 
     def failed(failure: Any) -> None:
+        if interrupted:  # cancelled by Ctrl-C or SIGTERM: reported below, exit 130
+            return
         result["status"] = 1
         if failure.check(HilltopError):
             output.error(str(failure.value))
@@ -45,16 +55,32 @@ def run(main: Callable[[Any], Coroutine[Any, Any, int | None]]) -> None:
             failure.printTraceback(file=sys.stderr)
 
     def stop(_: Any) -> None:
-        if reactor.running:
+        with contextlib.suppress(ReactorNotRunning):  # already stopping (interrupted)
             reactor.stop()
 
     def start() -> None:
         d = ensureDeferred(main(reactor))
+        running.append(d)
         d.addCallbacks(done, failed)
         d.addBoth(stop)
 
+    def cancel_unfinished() -> Deferred[None] | None:
+        """Ctrl-C and SIGTERM stop the reactor: cancel the transfer first and give it a few
+        seconds to clean up (a partial download is deleted, threads stop, peers are told)
+        instead of leaving its temporary files behind."""
+        if not running or running[0].called:
+            return None
+        interrupted.append(True)
+        cleaned: Deferred[None] = Deferred()
+        running[0].addBoth(lambda _: None if cleaned.called else cleaned.callback(None))
+        running[0].cancel()
+        cleaned.addTimeout(_CLEANUP_SECONDS, reactor)
+        cleaned.addErrback(lambda _: None)  # out of time: exit anyway
+        return cleaned
+
+    reactor.addSystemEventTrigger("before", "shutdown", cancel_unfinished)
     reactor.callWhenRunning(start)
-    reactor.run()  # Ctrl-C and SIGTERM stop the reactor before main() finishes
+    reactor.run()
     if result["status"] is None:
         output.error("interrupted before the transfer finished")
         sys.exit(130)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -274,6 +275,40 @@ def test_interrupted_sender_leaves_nothing_that_looks_complete(
     s.kill()
     received = failed_cleanly(r.finish(60), "broke after")
     assert list(dest.iterdir()) == [], received.describe()
+
+
+@pytest.mark.parametrize("interrupt", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+@pytest.mark.parametrize("what", ["file", "folder"])
+def test_interrupted_receiver_removes_what_it_had(
+        interrupt: signal.Signals, what: str, fresh_code: str, tmp_path: Path,
+        hilltop: Callable[..., Peer]) -> None:
+    """Ctrl-C (or SIGTERM) in the middle of a receive: the transfer is cancelled and cleans up
+    (its partial file or half-unpacked folder is deleted), then the exit status is 130."""
+    if interrupt == signal.SIGINT and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        pytest.skip("SIGINT is ignored here (tests started in the background), so are the peers")
+    if what == "file":
+        src = tmp_path / "huge.bin"
+        with open(src, "wb") as f:
+            f.truncate(8 * 1024 ** 3)  # sparse: cheap to make, long enough to interrupt
+    else:
+        src = tmp_path / "tree"
+        for i in range(40):
+            (src / f"d{i % 4}").mkdir(parents=True, exist_ok=True)
+            with open(src / f"d{i % 4}" / f"f{i}.bin", "wb") as f:
+                f.truncate(200 * 1024 ** 2)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    s = hilltop("send", "--code", fresh_code, str(src))
+    r = hilltop("receive", "--accept-file", fresh_code, cwd=dest)
+    r.wait_for_line(r"Receiving \(->", timeout=60)
+    time.sleep(1.0)
+    r.proc.send_signal(interrupt)
+    received = r.finish(60)
+    assert received.returncode == 130, received.describe()
+    assert "interrupted before the transfer finished" in received.stderr, received.describe()
+    assert "Traceback" not in received.stderr, received.describe()
+    assert list(dest.iterdir()) == [], received.describe()
+    failed_cleanly(s.finish(60), "closed while sending")
 
 
 def test_transports_command_lists_builtins(hilltop: Callable[..., Peer]) -> None:
