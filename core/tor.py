@@ -204,9 +204,9 @@ class TorManager:
         """For :class:`hilltop.api.Wormhole`: the mailbox WebSocket through Tor."""
         ep: Any = _LazyTorEndpoint(self, host, port)
         if tls:
-            from twisted.internet import ssl
+            from hilltop.lazytls import wrap_client_tls
 
-            return endpoints.wrapClientTLS(ssl.optionsForClientTLS(host), ep)
+            return wrap_client_tls(host, ep)
         return ep
 
     async def close(self) -> None:

@@ -32,6 +32,9 @@ WSS = textwrap.dedent("""
     from twisted.internet import protocol
     print("before:", "OpenSSL" in sys.modules)
     print("plain:", type(rendezvous.default_endpoint(reactor, "localhost", 1, False)).__name__)
+    from hilltop.tor import TorManager  # --tor with a wss:// mailbox: TLS through Tor
+    through_tor = TorManager(reactor).endpoint_factory(reactor, "example.org", 443, True)
+    print("tor wss:", hasattr(through_tor, "connect"))
 
     server = socket.create_server(("127.0.0.1", 0))
     first = []
@@ -68,6 +71,7 @@ def test_wss_still_speaks_tls() -> None:
     lines = _run(WSS)
     assert lines["before"] == "False"
     assert lines["plain"] == "HostnameEndpoint"
+    assert lines["tor wss"] == "True"  # Twisted's wrapClientTLS would raise without pyOpenSSL
     assert lines["after wss"] == "True"
     assert lines["first bytes"].startswith("1603")  # a TLS handshake record: ClientHello
 
