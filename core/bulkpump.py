@@ -117,8 +117,8 @@ class Pump(Generic[T]):
                 continue
             except OSError as err:
                 self._check()
-                raise TransitError(
-                    f"the transit connection broke while sending: {err.strerror}") from None
+                raise TransitError(  # the same words as when the reactor sees it first
+                    f"the transit connection closed while sending ({err.strerror})") from None
             data = data[sent:]
 
     def recv_into(self, buffer: memoryview) -> int:

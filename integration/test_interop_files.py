@@ -261,17 +261,31 @@ def test_output_file_option(fresh_code: str, tmp_path: Path, hilltop: Callable[.
     assert not (dest / "original-name.txt").exists()
 
 
-def test_interrupted_sender_leaves_nothing_that_looks_complete(
-        fresh_code: str, tmp_path: Path, hilltop: Callable[..., Peer]) -> None:
-    src = tmp_path / "huge.bin"
-    with open(src, "wb") as f:
-        f.truncate(8 * 1024 ** 3)  # sparse: cheap to make, long enough to interrupt
+def sparse(path: Path, size: int) -> Path:
+    """A file that is cheap to make and long enough to interrupt mid-transfer."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as f:
+        f.truncate(size)
+    return path
+
+
+def midway(hilltop: Callable[..., Peer], code: str, src: Path,
+           tmp_path: Path) -> tuple[Peer, Peer, Path]:
+    """Start hilltop -> hilltop with ``src`` and return (sender, receiver, its folder) a
+    second after the bulk started."""
     dest = tmp_path / "dest"
     dest.mkdir()
-    s = hilltop("send", "--code", fresh_code, str(src))
-    r = hilltop("receive", "--accept-file", fresh_code, cwd=dest)
+    s = hilltop("send", "--code", code, str(src))
+    r = hilltop("receive", "--accept-file", code, cwd=dest)
     r.wait_for_line(r"Receiving \(->", timeout=60)
     time.sleep(1.0)
+    return s, r, dest
+
+
+def test_interrupted_sender_leaves_nothing_that_looks_complete(
+        fresh_code: str, tmp_path: Path, hilltop: Callable[..., Peer]) -> None:
+    s, r, dest = midway(hilltop, fresh_code, sparse(tmp_path / "huge.bin", 8 * 1024 ** 3),
+                        tmp_path)
     s.kill()
     received = failed_cleanly(r.finish(60), "broke after")
     assert list(dest.iterdir()) == [], received.describe()
@@ -287,21 +301,12 @@ def test_interrupted_receiver_removes_what_it_had(
     if interrupt == signal.SIGINT and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         pytest.skip("SIGINT is ignored here (tests started in the background), so are the peers")
     if what == "file":
-        src = tmp_path / "huge.bin"
-        with open(src, "wb") as f:
-            f.truncate(8 * 1024 ** 3)  # sparse: cheap to make, long enough to interrupt
+        src = sparse(tmp_path / "huge.bin", 8 * 1024 ** 3)
     else:
         src = tmp_path / "tree"
         for i in range(40):
-            (src / f"d{i % 4}").mkdir(parents=True, exist_ok=True)
-            with open(src / f"d{i % 4}" / f"f{i}.bin", "wb") as f:
-                f.truncate(200 * 1024 ** 2)
-    dest = tmp_path / "dest"
-    dest.mkdir()
-    s = hilltop("send", "--code", fresh_code, str(src))
-    r = hilltop("receive", "--accept-file", fresh_code, cwd=dest)
-    r.wait_for_line(r"Receiving \(->", timeout=60)
-    time.sleep(1.0)
+            sparse(src / f"d{i % 4}" / f"f{i}.bin", 200 * 1024 ** 2)
+    s, r, dest = midway(hilltop, fresh_code, src, tmp_path)
     r.proc.send_signal(interrupt)
     received = r.finish(60)
     assert received.returncode == 130, received.describe()
