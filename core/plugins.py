@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tomllib
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
@@ -31,6 +29,7 @@ import pluggy
 from twisted.internet import defer
 
 from hilltop import hookspecs
+from hilltop.config import config_path, read_table
 from hilltop.errors import LocalError
 from hilltop.hookspecs import API_VERSION, TransitSession, TransportInfo
 from hilltop.streams import ByteStream
@@ -78,13 +77,6 @@ class PluginConfig:
     path: str | None = None
 
 
-def config_path(env: Mapping[str, str] | None = None) -> Path:
-    """``$XDG_CONFIG_HOME/hilltop/config.toml`` (``~/.config`` when the variable is unset)."""
-    env = os.environ if env is None else env
-    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "hilltop" / "config.toml"
-
-
 def read_config(path: Path | None = None) -> PluginConfig:
     """Read the transport settings; a missing file means defaults, a broken one a LocalError.
 
@@ -94,15 +86,10 @@ def read_config(path: Path | None = None) -> PluginConfig:
         disabled = ["some-plugin", "relay"]
     """
     path = config_path() if path is None else path
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError:
+    table = read_table("transports", path)
+    if table is None:
         return PluginConfig()
-    except (OSError, tomllib.TOMLDecodeError) as err:
-        raise LocalError(f"cannot read config file {path}: {err}") from None
-    table = data.get("transports", {})
-    disabled = table.get("disabled", []) if isinstance(table, dict) else None
+    disabled = table.get("disabled", [])
     if not isinstance(disabled, list) or not all(isinstance(n, str) for n in disabled):
         raise LocalError(f"config file {path}: [transports] disabled must be a list of "
                          "transport names, e.g. disabled = [\"relay\"]")

@@ -114,21 +114,9 @@ def ice_servers(stun: list[str], turn: list[str], username: str | None,
 def config_servers(path: Any = None) -> dict[str, Any]:
     """The ``[webrtc]`` table of the config file (``stun``, ``turn``: lists of URLs,
     ``turn-user``, ``turn-password``, ``relay-only``); a missing file or table means none."""
-    import tomllib
+    from hilltop.config import read_table
 
-    from hilltop.plugins import config_path
-
-    path = config_path() if path is None else path
-    try:
-        with open(path, "rb") as f:
-            table = tomllib.load(f).get("webrtc", {})
-    except FileNotFoundError:
-        return {}
-    except (OSError, tomllib.TOMLDecodeError) as err:
-        raise HilltopError(f"cannot read config file {path}: {err}") from None
-    if not isinstance(table, dict):
-        raise HilltopError(f"config file {path}: [webrtc] must be a table")
-    return table
+    return read_table("webrtc", path) or {}
 
 
 def settings(stun: list[str], turn: list[str], username: str | None, credential: str | None,

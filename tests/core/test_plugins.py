@@ -10,11 +10,11 @@ import pytest
 from click.testing import CliRunner
 
 from hilltop.cli import transports as cli_transports
+from hilltop.config import config_path
 from hilltop.errors import LocalError
 from hilltop.hookspecs import TransportInfo, hookimpl
 from hilltop.plugins import (
     PluginConfig,
-    config_path,
     load_configured,
     load_transports,
     read_config,

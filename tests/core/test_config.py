@@ -1,0 +1,48 @@
+"""The config file's tables, and that reading one costs a text message no plugin machinery."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hilltop.config import config_path, read_table
+from hilltop.errors import LocalError
+from hilltop.webrtcwire import config_servers
+
+
+def test_tables_missing_file_missing_table_and_broken_ones(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    assert read_table("webrtc", path) is None  # no file at all
+    assert config_servers(path) == {}
+    path.write_text('[transports]\ndisabled = ["relay"]\n')
+    assert read_table("webrtc", path) == {}
+    assert read_table("transports", path) == {"disabled": ["relay"]}
+    path.write_text("webrtc = 3\n")
+    with pytest.raises(LocalError, match=r"\[webrtc\] must be a table"):
+        config_servers(path)
+    path.write_text("[webrtc\n")
+    with pytest.raises(LocalError, match="cannot read config file"):
+        read_table("webrtc", path)
+
+
+def test_path_follows_xdg_config_home(tmp_path: Path) -> None:
+    assert config_path({"XDG_CONFIG_HOME": str(tmp_path)}) == tmp_path / "hilltop" / "config.toml"
+
+
+def test_a_text_send_loads_no_plugin_machinery() -> None:
+    probe = (
+        "import sys\n"
+        "from hilltop.cli.main import cli\n"
+        "try:\n"
+        "    cli(['--relay-url', 'ws://127.0.0.1:1/v1', 'send', '--text', 'hi'],"
+        " prog_name='wormhole')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('pluggy' in sys.modules, 'hilltop.plugins' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False"]
