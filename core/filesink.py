@@ -28,6 +28,7 @@ import os
 import re
 import shutil
 import stat
+import sys
 import unicodedata
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -121,13 +122,22 @@ def _remove_tree(path: str) -> None:
                 func(failed)
             elif is_dir and failed not in retried:
                 retried.add(failed)
-                shutil.rmtree(failed, onerror=fix)
+                _rmtree(failed, fix)
         except OSError:
             pass
 
     if os.path.isdir(path) and not os.path.islink(path):
         with contextlib.suppress(OSError):
             os.chmod(path, 0o700)
+        _rmtree(path, fix)
+
+
+def _rmtree(path: str, fix: Callable[[Callable[..., object], str, object], None]) -> None:
+    """rmtree calling ``fix(func, path, error)`` on each failure: ``onexc`` from Python 3.12
+    (``onerror``, which passes the same first two arguments, is deprecated there)."""
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=fix)
+    else:
         shutil.rmtree(path, onerror=fix)
 
 
