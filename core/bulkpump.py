@@ -3,9 +3,10 @@
 Why: between two hilltop peers the data path is CPU-bound on two cores, and profiles of the
 reactor-driven pipeline (:mod:`hilltop.pipeline`) showed a third of each side's bulk CPU in
 Python around the bytes: a reactor turn per read or write, Twisted's buffer concatenation,
-a frame splitter, thread hand-offs and their wake-ups. When the winning connection is a plain
-TCP socket, one thread per side now does the whole loop with the GIL released in every call
-that matters (``readinto``, libsodium, ``send``, ``recv_into``, ``write``):
+a frame splitter, thread hand-offs and their wake-ups. When the winning connection is a
+plain TCP (or Unix) socket, one thread per side now does the whole loop with the GIL
+released in every call that matters (``readinto``, libsodium, ``send``, ``recv_into``,
+``write``):
 
 * sender: read into a reused buffer, hash if needed, seal a batch of records into a reused
   frame buffer, ``send`` it;
@@ -17,7 +18,8 @@ own at any moment without the thread ever touching a reused descriptor number. T
 keeps the connection: it flushes everything written before the thread starts, keeps reading
 on the sender's side (the peer's ack, or its hang-up, which stops the thread), and carries on
 with ordinary records afterwards, with the nonce counters where the thread left them.
-Progress goes to the reactor thread every :data:`REPORT_EVERY` bytes.
+Progress goes to the reactor thread every :data:`REPORT_EVERY` bytes or
+:data:`REPORT_SECONDS`, whichever comes first.
 """
 
 from __future__ import annotations
