@@ -269,17 +269,15 @@ class _Spool:
     ``write`` may be called from a worker thread (one at a time); ``data`` may be any buffer.
     """
 
-    def __init__(self, directory: str, name: str, tag: str, size: int, what: str,
-                 durable: bool = True) -> None:
+    def __init__(self, directory: str, name: str, tag: str, size: int, what: str) -> None:
         self.size = size
-        self.durable = durable
         self.received = 0
         self.what = what
         self.hash: Any = hashlib.sha256()
         self.path, self._fd = _create_temp(
             directory, name, tag, lambda p: os.open(p, _OPEN_FLAGS, 0o666))
         self._closed = False
-        self.direct_io = durable and size >= DIRECT_MIN_SIZE
+        self.direct_io = size >= DIRECT_MIN_SIZE
         """Whether the first write should switch to O_DIRECT (:class:`_DirectWriter`)."""
         self._direct: _DirectWriter | None = None
         self._writeback_from = 0  # page-cache writes: where the last write-back request ended
@@ -298,8 +296,7 @@ class _Spool:
                 self._direct.write(data)
             else:
                 _write_all(self._fd, data)
-                if self.durable and self.received + len(data) >= self._writeback_from + \
-                        WRITEBACK_EVERY:
+                if self.received + len(data) >= self._writeback_from + WRITEBACK_EVERY:
                     self._start_writeback(self.received + len(data))
         except OSError as err:
             raise _io_error(err, f"writing {self.what}") from None
@@ -328,8 +325,7 @@ class _Spool:
             if self._direct is not None:
                 direct, self._direct = self._direct, None
                 direct.finish()
-            if self.durable:  # the final file; a zip we unpack and delete need not be
-                os.fsync(self._fd)
+            os.fsync(self._fd)
         except OSError as err:
             raise _io_error(err, f"writing {self.what}") from None
         finally:
