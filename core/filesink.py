@@ -262,35 +262,64 @@ class _DirectWriter:
                         fcntl.fcntl(self._fd, fcntl.F_GETFL) & ~_O_DIRECT)
 
 
-class _Spool:
-    """Exactly ``size`` bytes into a fresh hidden file, hashed as they arrive (unless told
-    not to, before the first byte: see :meth:`_Sink.skip_hash`).
+class _Offered:
+    """What a file spool and a folder unpacker share: exactly ``size`` bytes of ``what``,
+    counted against the offer and hashed as they arrive (unless told not to, before the
+    first byte: see :meth:`_Sink.skip_hash`)."""
+
+    def __init__(self, size: int, what: str) -> None:
+        self.size = size
+        self.what = what
+        self.received = 0
+        self.hash: Any = hashlib.sha256()
+        self._closed = False
+
+    def _admit(self, data: Any) -> None:
+        """Refuse ``data`` after close or past the offered size (before writing any of it)."""
+        if self._closed:
+            raise LocalError(f"internal error: data for {self.what} after it was closed")
+        if self.received + len(data) > self.size:
+            raise ProtocolError(
+                f"peer sent more than the {self.size} bytes it offered for {self.what}")
+
+    def _count(self, data: Any) -> None:
+        if self.hash is not None:
+            self.hash.update(data)
+        self.received += len(data)
+
+    def _checked_digest(self, expected_sha256: str | None) -> str | None:
+        """At the end: every offered byte arrived and, if both hashes are known, they agree.
+        Returns our hex digest (None when not hashing)."""
+        if self.received != self.size:
+            raise ProtocolError(
+                f"transfer of {self.what} ended early: got {self.received} of {self.size} bytes")
+        digest = None if self.hash is None else self.hash.hexdigest()
+        if expected_sha256 is not None and digest is not None \
+                and digest != expected_sha256.lower():
+            raise ProtocolError(f"{self.what} arrived damaged: its SHA-256 does not match")
+        return digest
+
+
+class _Spool(_Offered):
+    """Exactly ``size`` bytes into a fresh hidden file (see :class:`_Offered`).
 
     ``write`` may be called from a worker thread (one at a time); ``data`` may be any buffer.
     """
 
     def __init__(self, directory: str, name: str, tag: str, size: int, what: str) -> None:
-        self.size = size
-        self.received = 0
-        self.what = what
-        self.hash: Any = hashlib.sha256()
+        super().__init__(size, what)
         self.path, self._fd = _create_temp(
             directory, name, tag, lambda p: os.open(p, _OPEN_FLAGS, 0o666))
-        self._closed = False
         self.direct_io = size >= DIRECT_MIN_SIZE
         """Whether the first write should switch to O_DIRECT (:class:`_DirectWriter`)."""
         self._direct: _DirectWriter | None = None
         self._writeback_from = 0  # page-cache writes: where the last write-back request ended
 
     def write(self, data: bytes) -> None:
-        if self._closed:
-            raise LocalError(f"internal error: data for {self.what} after it was closed")
+        self._admit(data)
         if self.direct_io:  # decided now, so the caller may still say no before the first byte
             self.direct_io = False
             self._direct = _DirectWriter.open(self._fd)
-        if self.received + len(data) > self.size:
-            raise ProtocolError(
-                f"peer sent more than the {self.size} bytes it offered for {self.what}")
         try:
             if self._direct is not None:
                 self._direct.write(data)
@@ -300,9 +329,7 @@ class _Spool:
                     self._start_writeback(self.received + len(data))
         except OSError as err:
             raise _io_error(err, f"writing {self.what}") from None
-        if self.hash is not None:
-            self.hash.update(data)
-        self.received += len(data)
+        self._count(data)
 
     def _start_writeback(self, end: int) -> None:
         """Start writing out everything up to ``end`` without waiting (Linux: DONTNEED
@@ -314,13 +341,7 @@ class _Spool:
     def complete(self, expected_sha256: str | None) -> str | None:
         """Check the count (and hash, if known), flush to disk and close; return the hex digest
         (None when not hashing)."""
-        if self.received != self.size:
-            raise ProtocolError(
-                f"transfer of {self.what} ended early: got {self.received} of {self.size} bytes")
-        digest = None if self.hash is None else self.hash.hexdigest()
-        if expected_sha256 is not None and digest is not None \
-                and digest != expected_sha256.lower():
-            raise ProtocolError(f"{self.what} arrived damaged: its SHA-256 does not match")
+        digest = self._checked_digest(expected_sha256)
         try:
             if self._direct is not None:
                 direct, self._direct = self._direct, None
@@ -561,9 +582,9 @@ class _EntryChecker:
         return perms if entry.create_system == 3 and perms else None
 
 
-class _Unpacker:
+class _Unpacker(_Offered):
     """Unpacks a zip stream of exactly ``size`` bytes into a fresh hidden folder as it
-    arrives, hashing it (unless told not to), in the place of :class:`_Spool`.
+    arrives (see :class:`_Offered`), in the place of :class:`_Spool`.
 
     Each member becomes a file the moment its local header arrives, so creating 10,000
     files overlaps the transfer instead of following it, and the zip itself is never
@@ -572,11 +593,8 @@ class _Unpacker:
     """
 
     def __init__(self, directory: str, name: str, offer: DirectoryOffer) -> None:
-        self.size = offer.zipsize
-        self.received = 0
-        self.hash: Any = hashlib.sha256()
+        super().__init__(offer.zipsize, f"the zip of {name!r}")
         self.direct_io = False  # small files through the page cache; nothing to switch
-        self.what = f"the zip of {name!r}"
         self.path, _ = _create_temp(directory, name, "hilltop-dir",
                                     lambda p: os.mkdir(p, 0o777))
         self._reader = ZipStreamReader()
@@ -590,17 +608,10 @@ class _Unpacker:
         self._new_file_mode: int | None = None  # what os.open gave the first file
         self._dir_modes: list[tuple[str, int]] = []
         self._trimmer = Trimmer()  # one buffer per member: keep the heap from fragmenting
-        self._closed = False
 
     def write(self, data: bytes) -> None:
-        if self._closed:
-            raise LocalError(f"internal error: data for {self.what} after it was closed")
-        if self.received + len(data) > self.size:
-            raise ProtocolError(
-                f"peer sent more than the {self.size} bytes it offered for {self.what}")
-        if self.hash is not None:
-            self.hash.update(data)
-        self.received += len(data)
+        self._admit(data)
+        self._count(data)
         try:
             for event in self._reader.feed(data):
                 self._handle(event)
@@ -652,14 +663,8 @@ class _Unpacker:
 
     def complete(self, expected_sha256: str | None) -> str | None:
         """Check the count, the archive's end and the hash; give entries their modes."""
-        if self.received != self.size:
-            raise ProtocolError(
-                f"transfer of {self.what} ended early: got {self.received} of {self.size} bytes")
+        digest = self._checked_digest(expected_sha256)
         self._reader.close()
-        digest = None if self.hash is None else self.hash.hexdigest()
-        if expected_sha256 is not None and digest is not None \
-                and digest != expected_sha256.lower():
-            raise ProtocolError(f"{self.what} arrived damaged: its SHA-256 does not match")
         self.close()
         try:
             for relative, mode in self._file_modes:
