@@ -34,7 +34,7 @@ from typing import Any, Generic, TypeVar
 from twisted.internet import defer
 
 from hilltop import records
-from hilltop.errors import BadRecordError, TransitError
+from hilltop.errors import TransitError
 
 T = TypeVar("T")
 
@@ -254,13 +254,7 @@ class FrameScanner:
 
 
 def _frame_size(head: memoryview) -> int:
-    size = int.from_bytes(head, "big")
-    if size < records.NONCE_SIZE + records.TAG_SIZE:
-        raise BadRecordError(f"transit record too short ({size} bytes)")
-    if size > records.MAX_RECORD_SIZE:
-        raise BadRecordError(
-            f"transit record too long ({size} bytes, limit {records.MAX_RECORD_SIZE})")
-    return size
+    return records.checked_frame_size(int.from_bytes(head, "big"))
 
 
 def receive_into_sink(leftover: bytes, opener: records.RecordOpener, sink: Any,

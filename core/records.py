@@ -14,7 +14,7 @@ same layout, ciphertext before tag, GCM nonce = the low 12 bytes of the counter.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from nacl.exceptions import CryptoError
 from nacl.secret import SecretBox
@@ -234,6 +234,16 @@ class RecordOpener:
         return bytes(target[:n]) if n != len(target) else bytes(target)
 
 
+def checked_frame_size(size: int, limit: int = MAX_RECORD_SIZE) -> int:
+    """``size`` from a record's length prefix, or :class:`BadRecordError` if no record can
+    be that long or that short (every frame splitter reads lengths through this)."""
+    if size < NONCE_SIZE + TAG_SIZE:
+        raise BadRecordError(f"transit record too short ({size} bytes)")
+    if size > limit:
+        raise BadRecordError(f"transit record too long ({size} bytes, limit {limit})")
+    return size
+
+
 class RecordFramer:
     """Splits a byte stream into frames (``nonce || tag || ciphertext``) without opening them.
 
@@ -293,13 +303,13 @@ class RecordFramer:
         return out
 
     def _check(self, size: int) -> int:
-        if size < NONCE_SIZE + TAG_SIZE:
-            self._break(f"transit record too short ({size} bytes)")
-        if size > self._max:
-            self._break(f"transit record too long ({size} bytes, limit {self._max})")
-        return size
+        try:
+            return checked_frame_size(size, self._max)
+        except BadRecordError as err:
+            reason = str(err)
+        self._break(reason)
 
-    def _break(self, reason: str) -> None:
+    def _break(self, reason: str) -> NoReturn:
         self._broken = reason
         self._head.clear()
         self._frame = None
