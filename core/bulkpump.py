@@ -262,8 +262,8 @@ def receive_into_sink(leftover: bytes, opener: records.RecordOpener, sink: Any,
     """Work for a receiver's :class:`Pump`: ``size`` plaintext bytes into ``sink.write``.
 
     ``leftover`` is what the reactor had read already. Plaintexts are gathered into one
-    buffer of :data:`records.BIG_RECORD_SIZE` before each ``sink.write``, so a v1 peer's
-    16 KiB records cost one sink call per 256 KiB, not one each.
+    buffer of :data:`records.BIG_RECORD_SIZE` before each ``sink.write``
+    (:func:`records.open_into`).
     """
 
     def work(pump: Pump[None]) -> None:
@@ -271,19 +271,7 @@ def receive_into_sink(leftover: bytes, opener: records.RecordOpener, sink: Any,
         out = memoryview(bytearray(records.BIG_RECORD_SIZE))
         written = reported = 0
         while True:
-            used = 0
-            for frame in scanner.frames():
-                n = len(frame) - records.NONCE_SIZE - records.TAG_SIZE
-                if used + n > len(out) and used:
-                    sink.write(out[:used])
-                    used = 0
-                if n > len(out):  # bigger than we ever send: its own buffer
-                    sink.write(opener.open(frame))
-                else:
-                    used += len(opener.open(frame, out[used:]))
-                written += n
-            if used:
-                sink.write(out[:used])
+            written += records.open_into(opener, scanner.frames(), out, sink.write)
             pump.report(written - reported)
             reported = written
             if written >= size:

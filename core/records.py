@@ -244,6 +244,31 @@ def checked_frame_size(size: int, limit: int = MAX_RECORD_SIZE) -> int:
     return size
 
 
+def open_into(opener: RecordOpener, frames: Iterable[Any], out: memoryview,
+              write: Callable[[memoryview], None]) -> int:
+    """Open ``frames`` in order into ``out`` and hand ``write`` each full stretch of it, and
+    the rest at the end; returns the plaintext bytes.
+
+    So 16 KiB v1 records cost one ``write`` (one sink call, one hash update) per ``len(out)``
+    instead of one each (65,536 calls per GiB were a second of CPU). A frame bigger than
+    ``out`` (never ours) is opened into a buffer of its own and written alone.
+    """
+    used = plain = 0
+    for frame in frames:
+        n = len(frame) - NONCE_SIZE - TAG_SIZE
+        if used + n > len(out) and used:
+            write(out[:used])
+            used = 0
+        if n > len(out):
+            write(opener.open(frame))
+        else:
+            used += len(opener.open(frame, out[used:]))
+        plain += n
+    if used:
+        write(out[:used])
+    return plain
+
+
 class RecordFramer:
     """Splits a byte stream into frames (``nonce || tag || ciphertext``) without opening them.
 

@@ -283,3 +283,16 @@ def test_aes_seal_into_and_open_into_buffers() -> None:
 def test_unknown_cipher_is_a_programming_error() -> None:
     with pytest.raises(ValueError, match="unknown record cipher"):
         RecordSealer(SENDER_KEY, "rot13")  # type: ignore[arg-type]
+
+
+def test_open_into_gathers_small_records_and_writes_big_ones_alone() -> None:
+    from hilltop.records import RecordFramer, RecordOpener, RecordSealer, open_into
+
+    plains = [b"a" * 40, b"b" * 50, b"c" * 300, b"d" * 10, b"e" * 70]  # "c" exceeds out
+    sealer = RecordSealer(SENDER_KEY)
+    frames = RecordFramer().feed(b"".join(sealer.seal(p) for p in plains))
+    writes: list[bytes] = []
+    got = open_into(RecordOpener(SENDER_KEY), frames, memoryview(bytearray(100)),
+                    lambda data: writes.append(bytes(data)))
+    assert got == sum(len(p) for p in plains)
+    assert writes == [b"a" * 40 + b"b" * 50, b"c" * 300, b"d" * 10 + b"e" * 70]
