@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import threading
 from pathlib import Path
 
@@ -60,6 +61,28 @@ def test_scanner_finds_every_frame_however_the_bytes_arrive(
     assert scan_in_chunks(wire, reads, buffer, leftover) == payloads
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(FRAME, min_size=1, max_size=30),
+       st.lists(st.integers(1, 700), min_size=1, max_size=20), st.integers(64, 1024))
+def test_the_wake_threshold_never_waits_for_bytes_that_will_not_come(
+        payloads: list[bytes], reads: list[int], buffer: int) -> None:
+    """Between reads, the receiver asks the kernel to wait for ``unread_at_least`` bytes: were
+    that ever more than the wire still carries, the end of a transfer would stall."""
+    wire = framed(payloads)
+    size = sum(len(p) - records.OVERHEAD + records.LENGTH_SIZE for p in payloads)
+    scanner = bulkpump.FrameScanner(buffer)
+    pos = opened = i = 0
+    while pos < len(wire):
+        opened += sum(len(f) - records.OVERHEAD + records.LENGTH_SIZE for f in scanner.frames())
+        assert bulkpump.unread_at_least(size - opened, scanner) <= len(wire) - pos
+        space = scanner.space()
+        n = min(len(space), reads[i % len(reads)], len(wire) - pos)
+        i += 1
+        space[:n] = wire[pos : pos + n]
+        scanner.filled(n)
+        pos += n
+
+
 def test_scanner_hands_out_views_of_its_buffer() -> None:
     scanner = bulkpump.FrameScanner(4096)
     frame = bytes(range(100))
@@ -85,6 +108,12 @@ def test_scanner_refuses_impossible_lengths(size: int) -> None:
 
 
 # --- over loopback ------------------------------------------------------------------------------
+def wake_threshold(conn) -> int:
+    """The ``SO_RCVLOWAT`` of the socket the reactor reads ``conn`` from."""
+    sock = conn.stream.transport.getHandle()
+    return sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT)
+
+
 async def _send_file(reactor, cs, path: Path, size: int, hashed: bool = True,
                      record_size: int = records.BIG_RECORD_SIZE):
     f = open(path, "rb")  # noqa: SIM115 - closed by the finally below
@@ -142,6 +171,7 @@ async def test_both_sides_pump_and_records_carry_on(tmp_path: Path, late: bool, 
     assert sink.finish() == sent == (hashlib.sha256(data).hexdigest() if hashed else None)
     assert (tmp_path / "dst").read_bytes() == data
     assert sum(moved) == len(data)
+    assert wake_threshold(cr) == 1  # else the reactor would not hear of small records
     await records_carry_on_then_close(s, r, cs, cr)  # the reactor has the socket back
 
 
@@ -159,6 +189,7 @@ async def test_sender_hanging_up_midway_is_reported_and_nothing_kept(tmp_path: P
                                          inline=False)
     sink.abort()
     assert os.listdir(tmp_path) == []
+    assert wake_threshold(cr) == 1
     await s.stop()
     await r.stop()
 
