@@ -1,8 +1,10 @@
 """Sender side: turn a path into a v1 offer plus a byte stream of exactly the offered size.
 
-A file is read as it is. A directory is streamed as a zip built on the fly by ``zipstream-ng``
-in *sized* mode, the way official 0.24 does it: entries are STORED, so the final ``zipsize`` is
-known before the first byte is read and no temporary copy of the tree is ever made.
+A file is read as it is. A directory is streamed as a zip built on the fly
+(:mod:`hilltop.zipwriter`): entries are STORED, as official 0.24's are, so the final
+``zipsize`` is known before the first byte is read and no temporary copy of the tree is ever
+made. Small files are read whole before their header goes out (so it can carry their CRC-32);
+big ones go straight from the file into the caller's buffer.
 
 Choices that differ from, or pin down, official 0.24:
 
@@ -30,14 +32,13 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import zlib
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
-from zipstream.ng import ZipStream
-
 from hilltop.errors import UnsendableError
-from hilltop.memory import Trimmer
 from hilltop.transfer import DIRECTORY_MODE, DirectoryOffer, FileOffer
+from hilltop.zipwriter import Entry, ZipLayout
 
 CHUNK_SIZE = 16384
 """Plaintext bytes per transit record, as the Python sender uses."""
@@ -135,17 +136,21 @@ class FileSource(Source):
 
 
 class DirectorySource(Source):
-    """A directory streamed as a sized zip; see the module docstring for what goes in."""
+    """A directory streamed as a sized zip; see the module docstring for what goes in.
 
-    def __init__(self, offer: DirectoryOffer, path: str, stream: ZipStream,
-                 skipped: tuple[str, ...]) -> None:
+    Bytes come from :meth:`_pieces` (headers, small files read whole, the central
+    directory); a big file's data is read straight into the caller's buffer.
+    """
+
+    def __init__(self, offer: DirectoryOffer, path: str, layout: ZipLayout,
+                 paths: list[str], skipped: tuple[str, ...]) -> None:
         super().__init__(offer, path)
         self.skipped = skipped
-        self._stream = stream
-        self._chunks: Iterator[bytes] | None = None
-        self._rest = memoryview(b"")  # the unread tail of the generator's last chunk
-        self._produced = 0  # bytes the generator has yielded so far
-        self._trimmer = Trimmer()  # one buffer per file: keep the heap from fragmenting
+        self._layout = layout
+        self._paths = paths  # of each entry, to open it
+        self._pieces_left: Iterator[bytes | memoryview | _Streamed] | None = None
+        self._rest: bytes | memoryview = b""  # the unread tail of the current piece
+        self._streaming: _Streamed | None = None  # the big file being read, if any
 
     def read(self, n: int = CHUNK_SIZE) -> bytes:
         if n <= 0:
@@ -159,55 +164,122 @@ class DirectorySource(Source):
         want = min(len(view), self.size - self.position)
         filled = 0
         while filled < want:
-            if not self._rest:
-                self._rest = memoryview(self._next_chunk())
-                continue
-            take = min(len(self._rest), want - filled)
-            view[filled : filled + take] = self._rest[:take]
-            self._rest = self._rest[take:]
-            filled += take
+            if self._rest:
+                take = min(len(self._rest), want - filled)
+                view[filled : filled + take] = self._rest[:take]
+                self._rest = self._rest[take:]
+                filled += take
+            elif self._streaming is not None and self._streaming.left:
+                filled += self._streaming.read_into(view[filled:want])
+            else:
+                self._rest = self._next_piece()
         self.position += filled
-        if not filled and self._chunks is not None:
-            self._check_exhausted()
         return filled
 
-    def _next_chunk(self) -> bytes:
-        if self._chunks is None:
-            self._chunks = iter(self._stream)
-        try:
-            chunk = next(self._chunks)
-        except StopIteration:
-            raise UnsendableError(
-                f"{self.path!r} changed while it was being sent (zip shorter than offered)"
-            ) from None
-        except RuntimeError:
-            # zipstream-ng raises this when a file's size differs from what it measured.
-            raise UnsendableError(
-                f"a file in {self.path!r} changed size while it was being sent") from None
-        except OSError as err:
-            where = f"{err.filename!r}" if err.filename else repr(self.path)
-            raise UnsendableError(f"cannot read {where}: {err.strerror}") from None
-        self._produced += len(chunk)
-        self._trimmer.moved(len(chunk))
-        if self._produced > self.size:
-            raise UnsendableError(
-                f"{self.path!r} changed while it was being sent (zip longer than offered)")
-        return chunk
+    def _next_piece(self) -> bytes | memoryview:
+        if self._pieces_left is None:
+            self._pieces_left = self._pieces()
+        piece = next(self._pieces_left, None)
+        if piece is None:  # every size is fixed in advance: cannot happen
+            raise UnsendableError(f"{self.path!r}: the zip ended before its offered size")
+        if isinstance(piece, _Streamed):
+            self._streaming = piece
+            return b""
+        return piece
 
-    def _check_exhausted(self) -> None:
-        # Let the generator finish so a size mismatch in the very last entry is still reported.
-        assert self._chunks is not None
-        try:
-            extra = next(self._chunks, b"")
-        except (RuntimeError, OSError):
-            extra = b"?"
-        if extra:
-            raise UnsendableError(
-                f"{self.path!r} changed while it was being sent (zip longer than offered)")
+    def _pieces(self) -> Iterator[bytes | memoryview | _Streamed]:
+        layout = self._layout
+        whole = bytearray()  # one buffer for every small file, grown to the largest
+        for index, (entry, path) in enumerate(zip(layout.entries, self._paths, strict=True)):
+            if entry.is_dir:
+                yield layout.local_header(index)
+            elif layout.streamed(entry):
+                yield layout.local_header(index)
+                streamed = _Streamed(path, entry.size)
+                try:
+                    yield streamed
+                    streamed.check_ended()
+                finally:
+                    streamed.close()
+                self._streaming = None
+                yield layout.descriptor(index, streamed.crc)
+            else:
+                if len(whole) < entry.size + 1:
+                    whole = bytearray(entry.size + 1)
+                data = _read_whole(path, memoryview(whole)[: entry.size + 1], entry.size)
+                yield layout.local_header(index, zlib.crc32(data))
+                yield data
+        yield from layout.central_directory()
 
     def close(self) -> None:
-        if self._chunks is not None and hasattr(self._chunks, "close"):
-            self._chunks.close()  # closes the file zipstream has open, if any
+        if self._pieces_left is not None:
+            self._pieces_left.close()  # closes the big file being read, if any
+
+
+def _changed(path: str) -> UnsendableError:
+    return UnsendableError(f"{path!r} changed size while it was being sent")
+
+
+def _open_for_reading(path: str) -> int:
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as err:
+        raise UnsendableError(f"cannot read {path!r}: {err.strerror}") from None
+
+
+def _read_into(fd: int, path: str, view: memoryview) -> int:
+    try:
+        return os.readv(fd, [view])
+    except OSError as err:
+        raise UnsendableError(f"cannot read {path!r}: {err.strerror}") from None
+
+
+def _read_whole(path: str, room: memoryview, size: int) -> memoryview:
+    """The ``size`` bytes of the file at ``path``, read into ``room`` (one byte bigger, so a
+    file that grew is noticed)."""
+    fd = _open_for_reading(path)
+    try:
+        got = 0
+        while got < len(room):
+            n = _read_into(fd, path, room[got:])
+            if not n:
+                break
+            got += n
+    finally:
+        os.close(fd)
+    if got != size:
+        raise _changed(path)
+    return room[:size]
+
+
+class _Streamed:
+    """A big member's file, read straight into the sender's buffer."""
+
+    def __init__(self, path: str, size: int) -> None:
+        self.path = path
+        self.left = size
+        self.crc = 0
+        self._fd: int | None = _open_for_reading(path)
+
+    def read_into(self, view: memoryview) -> int:
+        assert self._fd is not None
+        into = view[: self.left]
+        n = _read_into(self._fd, self.path, into)
+        if not n:
+            raise _changed(self.path)
+        self.crc = zlib.crc32(into[:n], self.crc)
+        self.left -= n
+        return n
+
+    def check_ended(self) -> None:
+        assert self._fd is not None
+        if _read_into(self._fd, self.path, memoryview(bytearray(1))):
+            raise _changed(self.path)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
 
 
 def open_source(path: str, *, cwd: str | None = None,
@@ -254,7 +326,6 @@ def _check_utf8(name: str, shown: str) -> None:
 
 
 def _open_directory(root: str, name: str, skip_unsendable: bool) -> DirectorySource:
-    stream = ZipStream(sized=True)
     skipped: list[str] = []
 
     def unsendable(where: str, why: str) -> None:
@@ -263,20 +334,25 @@ def _open_directory(root: str, name: str, skip_unsendable: bool) -> DirectorySou
             raise UnsendableError(f"cannot send {message}")
         skipped.append(message)
 
+    entries: list[Entry] = []
+    paths: list[str] = []
     numbytes = numfiles = 0
-    for full, rel, size in _walk(root, unsendable):
-        stream.add_path(full, arcname=rel, recurse=False)
-        if size is not None:
-            numbytes += size
+    for full, rel, st in _walk(root, unsendable):
+        entries.append(Entry(rel, st.st_size if stat.S_ISREG(st.st_mode) else 0, st.st_mode,
+                             st.st_mtime))
+        paths.append(full)
+        if not rel.endswith("/"):
+            numbytes += st.st_size
             numfiles += 1
-    offer = DirectoryOffer(dirname=name, zipsize=len(stream), numbytes=numbytes,
+    layout = ZipLayout(entries)
+    offer = DirectoryOffer(dirname=name, zipsize=layout.size, numbytes=numbytes,
                            numfiles=numfiles, mode=DIRECTORY_MODE)
-    return DirectorySource(offer, root, stream, tuple(skipped))
+    return DirectorySource(offer, root, layout, paths, tuple(skipped))
 
 
 def _walk(root: str, unsendable: Callable[[str, str], None]
-          ) -> Iterator[tuple[str, str, int | None]]:
-    """Yield ``(path, arcname, size)`` for each entry; ``size`` is None for directories.
+          ) -> Iterator[tuple[str, str, os.stat_result]]:
+    """Yield ``(path, arcname, stat)`` for each entry (a folder's arcname ends with "/").
 
     Top-down and sorted, so zips of the same tree are the same.
     """
@@ -284,6 +360,7 @@ def _walk(root: str, unsendable: Callable[[str, str], None]
         return (st.st_dev, st.st_ino)
 
     visited = {key(os.stat(root))}
+    folder_stats: dict[str, os.stat_result] = {}  # of folders found but not walked yet
     base = root.rstrip(os.sep) + os.sep  # os.walk's paths start with it (relpath: 0.1 s/10k)
 
     def on_error(err: OSError) -> None:
@@ -303,20 +380,23 @@ def _walk(root: str, unsendable: Callable[[str, str], None]
                 continue  # a symlink loop, or a second link to a directory already sent
             visited.add(key(st))
             keep.append(dirname)
+            folder_stats[full] = st
         dirnames[:] = keep
         sent_any = False
         folder = dirpath[len(base):]  # "" for root itself
+        folder_stat = folder_stats.pop(dirpath, None)
         for filename in sorted(filenames):
             full = os.path.join(dirpath, filename)
             rel = f"{folder}/{filename}" if folder else filename
-            size = _sendable_file(full, unsendable)
-            if size is not None and _utf8_ok(rel, full, unsendable):
+            st = _sendable_file(full, unsendable)
+            if st is not None and _utf8_ok(rel, full, unsendable):
                 sent_any = True
-                yield full, rel, size
+                yield full, rel, st
         # Only empty directories get an entry (others are implied by their contents), exactly
         # as official senders do: see the module docstring for why.
-        if folder and not sent_any and not dirnames and _utf8_ok(folder, dirpath, unsendable):
-            yield dirpath, folder + "/", None
+        if (folder and folder_stat and not sent_any and not dirnames
+                and _utf8_ok(folder, dirpath, unsendable)):
+            yield dirpath, folder + "/", folder_stat
 
 
 def _utf8_ok(rel: str, full: str, unsendable: Callable[[str, str], None]) -> bool:
@@ -328,8 +408,9 @@ def _utf8_ok(rel: str, full: str, unsendable: Callable[[str, str], None]) -> boo
     return True
 
 
-def _sendable_file(full: str, unsendable: Callable[[str, str], None]) -> int | None:
-    """Return the size of a readable regular file (following links), else report and None."""
+def _sendable_file(full: str, unsendable: Callable[[str, str], None]
+                   ) -> os.stat_result | None:
+    """The stat of a readable regular file (following links), else report it and None."""
     try:
         st = os.stat(full)
     except FileNotFoundError:
@@ -345,7 +426,7 @@ def _sendable_file(full: str, unsendable: Callable[[str, str], None]) -> int | N
     if not os.access(full, os.R_OK, effective_ids=_EFFECTIVE_IDS):
         unsendable(full, os.strerror(errno.EACCES))
         return None
-    return st.st_size
+    return st
 
 
 _EFFECTIVE_IDS = os.access in os.supports_effective_ids  # check as open() would, set-uid too

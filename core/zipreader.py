@@ -26,30 +26,30 @@ from enum import Enum, auto
 from typing import Any
 
 from hilltop.errors import ProtocolError
+from hilltop.zipformat import (
+    CENTRAL,
+    CENTRAL_HEADER,
+    DEFLATED,
+    DESCRIPTOR,
+    DESCRIPTOR_32,
+    DESCRIPTOR_64,
+    END,
+    END_RECORD,
+    FLAG_DESCRIPTOR,
+    FLAG_ENCRYPTED,
+    FLAG_UTF8,
+    LOCAL,
+    LOCAL_HEADER,
+    STORED,
+    ZIP64_END,
+    ZIP64_END_FIXED,
+    ZIP64_EXTRA,
+    ZIP64_LOCATOR,
+    ZIP64_LOCATOR_RECORD,
+)
 
-LOCAL = b"PK\x03\x04"
-CENTRAL = b"PK\x01\x02"
-DESCRIPTOR = b"PK\x07\x08"
-ZIP64_END = b"PK\x06\x06"
-ZIP64_LOCATOR = b"PK\x06\x07"
-END = b"PK\x05\x06"
-
-STORED = 0
-DEFLATED = 8
-FLAG_ENCRYPTED = 0x1
-FLAG_DESCRIPTOR = 0x8
-FLAG_UTF8 = 0x800
-
-_LOCAL_HEADER = struct.Struct("<4s5HI2I2H")  # 30 bytes
-_CENTRAL_HEADER = struct.Struct("<4s4B4HI2I5H2I")  # 46 bytes
-_DESCRIPTOR_32 = struct.Struct("<4sIII")  # 16 bytes, with signature
-_DESCRIPTOR_64 = struct.Struct("<4sIQQ")  # 24 bytes, with signature
-_END = struct.Struct("<4s4H2IH")  # 22 bytes
-_ZIP64_END_FIXED = struct.Struct("<4sQ")  # signature and the size of the rest
-_ZIP64_LOCATOR = struct.Struct("<4sIQI")  # 20 bytes
-_WITH_SIGNATURE = (_DESCRIPTOR_32, _DESCRIPTOR_64)
+_WITH_SIGNATURE = (DESCRIPTOR_32, DESCRIPTOR_64)
 _WITHOUT_SIGNATURE = (struct.Struct("<III"), struct.Struct("<IQQ"))  # the signature is optional
-_ZIP64_EXTRA = 0x0001
 _MAX_INFLATE = 1024 * 1024  # output per zlib call: a bomb never inflates in one go
 # Compressed bytes given to zlib per call: at least this, at most what the member has used so
 # far. What follows a member's end is given back, so this bounds the copying wasted per
@@ -147,7 +147,7 @@ def _zip64_values(extra: bytes, wanted: int) -> list[int] | None:
     while pos + 4 <= len(extra):
         tag, length = struct.unpack_from("<2H", extra, pos)
         body = extra[pos + 4:pos + 4 + length]
-        if tag == _ZIP64_EXTRA:
+        if tag == ZIP64_EXTRA:
             count = min(wanted, len(body) // 8)
             return list(struct.unpack_from(f"<{count}Q", body))
         pos += 4 + length
@@ -273,11 +273,11 @@ class ZipStreamReader:
     def _local_header(self) -> Event | None:
         if self._central:
             raise ZipFormatError("a member after the central directory")
-        if self._available() < _LOCAL_HEADER.size:
+        if self._available() < LOCAL_HEADER.size:
             return None
         (_, _, flags, method, _, _, crc, compressed, size, name_len,
-         extra_len) = _LOCAL_HEADER.unpack_from(self._buf, self._pos)
-        parts = self._take_record(_LOCAL_HEADER.size, name_len, extra_len, 0, flags)
+         extra_len) = LOCAL_HEADER.unpack_from(self._buf, self._pos)
+        parts = self._take_record(LOCAL_HEADER.size, name_len, extra_len, 0, flags)
         if parts is None:
             return None
         name, extra = parts
@@ -445,12 +445,12 @@ class ZipStreamReader:
         return result if isinstance(result, MemberEnd) else None
 
     def _central_record(self) -> Event | None:
-        if self._available() < _CENTRAL_HEADER.size:
+        if self._available() < CENTRAL_HEADER.size:
             return None
-        fields = _CENTRAL_HEADER.unpack_from(self._buf, self._pos)
+        fields = CENTRAL_HEADER.unpack_from(self._buf, self._pos)
         (_, _, create_system, _, _, flags, _, _, _, crc, compressed, size, name_len,
          extra_len, comment_len, _, _, external_attr, _) = fields
-        parts = self._take_record(_CENTRAL_HEADER.size, name_len, extra_len, comment_len,
+        parts = self._take_record(CENTRAL_HEADER.size, name_len, extra_len, comment_len,
                                   flags)
         if parts is None:
             return None
@@ -467,28 +467,28 @@ class ZipStreamReader:
         """Step over a zip64 end record or locator (the end record has all we need);
         False if it is not all here yet."""
         if sig == ZIP64_END:
-            if self._available() < _ZIP64_END_FIXED.size:
+            if self._available() < ZIP64_END_FIXED.size:
                 return False
-            _, rest = _ZIP64_END_FIXED.unpack_from(self._buf, self._pos)
+            _, rest = ZIP64_END_FIXED.unpack_from(self._buf, self._pos)
             if rest > _MAX_ZIP64_END:
                 raise ZipFormatError("an oversized zip64 end record")
-            size = _ZIP64_END_FIXED.size + rest
+            size = ZIP64_END_FIXED.size + rest
         else:
-            size = _ZIP64_LOCATOR.size
+            size = ZIP64_LOCATOR_RECORD.size
         if self._available() < size:
             return False
         self._pos += size
         return True
 
     def _end_record(self) -> Event | None:
-        if self._available() < _END.size:
+        if self._available() < END_RECORD.size:
             return None
-        comment_len = _END.unpack_from(self._buf, self._pos)[-1]
-        if self._available() < _END.size + comment_len:
+        comment_len = END_RECORD.unpack_from(self._buf, self._pos)[-1]
+        if self._available() < END_RECORD.size + comment_len:
             return None
         if self._central != self._members \
                 or self._central_digest.digest() != self._members_digest.digest():
             raise ZipFormatError("its central directory does not match its entries")
-        self._pos += _END.size + comment_len
+        self._pos += END_RECORD.size + comment_len
         self._state = _State.DONE
         return ArchiveEnd()

@@ -38,12 +38,13 @@ def failed_cleanly(result: Result, *needles: str) -> Result:
     return result
 
 
-def tree_of(root: Path) -> dict[str, str | None]:
-    """relative path -> sha256 of a file, or None for a directory."""
-    out: dict[str, str | None] = {}
+def tree_of(root: Path) -> dict[str, tuple[str, bool] | None]:
+    """relative path -> (sha256, executable?) of a file, or None for a directory."""
+    out: dict[str, tuple[str, bool] | None] = {}
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root).as_posix()
-        out[rel] = None if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
+        out[rel] = None if path.is_dir() else (hashlib.sha256(path.read_bytes()).hexdigest(),
+                                                os.access(path, os.X_OK))
     return out
 
 
@@ -80,6 +81,10 @@ def payload(request: pytest.FixtureRequest, tmp_path: Path, big_file: Path) -> P
         (root / "docs" / "deep" / "deeper" / "data.bin").write_bytes(os.urandom(200_000))
         (root / "docs" / "deep" / "empty-file").write_bytes(b"")
         (root / "docs" / "grüße.txt").write_text("hallo\n")
+        (root / "run.sh").write_text("#!/bin/sh\n")
+        (root / "run.sh").chmod(0o755)  # official and hilltop receivers keep the mode
+        # over hilltop.zipwriter.SMALL_MEMBER: streamed with a data descriptor
+        (root / "docs" / "big.bin").write_bytes(os.urandom(1_500_000))
         return root
     if kind == "many":  # many small files, no empty folders (wormhole-william sends none)
         rng = random.Random(7)

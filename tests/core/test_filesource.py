@@ -14,6 +14,7 @@ import pytest
 from hilltop.errors import UnsendableError
 from hilltop.filesource import CHUNK_SIZE, DirectorySource, FileSource, open_source
 from hilltop.transfer import DirectoryOffer, FileOffer
+from hilltop.zipwriter import SMALL_MEMBER
 
 
 def _permissions_are_bypassed() -> bool:
@@ -299,12 +300,29 @@ def test_unreadable_entries_seen_by_an_ordinary_user() -> None:
     assert names == "['open']" and skipped == "2"
 
 
-def test_file_changing_size_inside_directory(tmp_path: Path) -> None:
+BIG = SMALL_MEMBER + 1000  # streamed with a data descriptor, read straight into the buffer
+
+
+def test_big_and_small_files_in_one_directory(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path / "tree")
+    big = os.urandom(BIG)
+    (tree / "a" / "big.bin").write_bytes(big)
+    with open_source(str(tree)) as source:
+        data, zf = zip_of(source)
+    assert zf.testzip() is None
+    assert zf.read("a/big.bin") == big and zf.read("a/b/deep.txt") == b"deep\n" * 1000
+    assert zf.getinfo("a/big.bin").flag_bits & 0x8  # the one member with a descriptor
+    assert not zf.getinfo("a/b/deep.txt").flag_bits & 0x8
+
+
+@pytest.mark.parametrize("size", [100, BIG])
+@pytest.mark.parametrize("change", [+100, -50])
+def test_file_changing_size_inside_directory(tmp_path: Path, size: int, change: int) -> None:
     tree = tmp_path / "tree"
     tree.mkdir()
-    (tree / "f").write_bytes(b"x" * 100)
+    (tree / "f").write_bytes(b"x" * size)
     with open_source(str(tree)) as source:
-        (tree / "f").write_bytes(b"x" * 200)
+        (tree / "f").write_bytes(b"x" * (size + change))
         with pytest.raises(UnsendableError, match="changed"):
             read_all(source)
 
