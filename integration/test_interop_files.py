@@ -96,6 +96,7 @@ def payload(request: pytest.FixtureRequest, tmp_path: Path, big_file: Path) -> P
             body = (os.urandom(size) if i % 2 else
                     (f"line {i}\n" * (size // 8 + 1)).encode()[:size])
             (folder / f"f{i:04d}.{'bin' if i % 2 else 'txt'}").write_bytes(body)
+        (root / "d00" / "big.bin").write_bytes(os.urandom(1_500_000))  # a streamed member
         return root
     raise AssertionError(kind)
 
