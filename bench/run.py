@@ -72,8 +72,13 @@ class Proc:
     rc: int
     wall: float
     rss_mb: float
-    cpu: float
+    user: float  # CPU seconds in the process itself...
+    system: float  # ...and in the kernel on its behalf
     stderr: str = ""
+
+    @property
+    def cpu(self) -> float:
+        return self.user + self.system
 
 
 @dataclass
@@ -164,7 +169,7 @@ class Bench:
             p = procs[key]
             p.returncode = os.waitstatus_to_exitcode(status)
             done[key] = Proc(p.returncode, time.monotonic() - start,
-                             usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime)
+                             usage.ru_maxrss / 1024, usage.ru_utime, usage.ru_stime)
         wall = time.monotonic() - start
         for key, p in procs.items():
             done[key].stderr = p.stderr.read().decode(errors="replace") if p.stderr else ""
@@ -355,8 +360,10 @@ def main() -> int:
                         s.runs.append(res)
                         if args.verbose:
                             print(f"  {title}: {s.label} {res.wall:.2f} s "
-                                  f"rss {res.sender.rss_mb:.0f}/{res.receiver.rss_mb:.0f} MB",
-                                  flush=True)
+                                  f"rss {res.sender.rss_mb:.0f}/{res.receiver.rss_mb:.0f} MB"
+                                  f" user+sys send {res.sender.user:.2f}+"
+                                  f"{res.sender.system:.2f} recv {res.receiver.user:.2f}+"
+                                  f"{res.receiver.system:.2f} s", flush=True)
                 if args.hilltop_only:
                     s = series[1]
                     text = (f"== {title}\n  {s.label} median "
