@@ -101,8 +101,9 @@ class ZipLayout:
     :attr:`size` is exact from the start. The caller sends, for each entry in turn,
     :meth:`local_header`, the entry's bytes, and :meth:`descriptor` (empty for small members
     and folders), then :meth:`central_directory`; a member's CRC-32 is given to the first of
-    them that needs it. ``small`` and ``zip64_limit`` are parameters so tests can reach every
-    layout with little data.
+    them that needs it, and the central directory repeats what the local headers said.
+    ``small`` and ``zip64_limit`` are parameters so tests can reach every layout with little
+    data.
     """
 
     def __init__(self, entries: Sequence[Entry], small: int = SMALL_MEMBER,
@@ -111,6 +112,7 @@ class ZipLayout:
         self._small = small
         self._zip64_limit = zip64_limit
         self._crcs = array("I", [0]) * len(entries)  # filled in as members are written
+        self._times = array("I", [0]) * len(entries)  # DOS date << 16 | time, likewise
         self._offsets = array("Q")
         self._names: list[tuple[bytes, int]] = []
         offset = 0
@@ -172,6 +174,7 @@ class ZipLayout:
             self._crcs[index] = crc
         version = VERSION_ZIP64 if extra else VERSION
         dos_time, dos_date = _dos_time(entry.mtime)
+        self._times[index] = dos_date << 16 | dos_time
         return LOCAL_HEADER.pack(LOCAL, version, flags, STORED, dos_time, dos_date, crc,
                                  size, size, len(name), len(extra)) + name + extra
 
@@ -214,7 +217,7 @@ class ZipLayout:
         attributes = (stat.S_IFMT(entry.mode) | stat.S_IMODE(entry.mode)) << 16
         if entry.is_dir:
             attributes |= MSDOS_DIRECTORY
-        dos_time, dos_date = _dos_time(entry.mtime)
+        dos_date, dos_time = divmod(self._times[index], 1 << 16)
         return CENTRAL_HEADER.pack(
             CENTRAL, version, UNIX, version, 0, flags, STORED, dos_time, dos_date,
             self._crcs[index], size, size, len(name), len(extra), 0, 0, 0, attributes,
