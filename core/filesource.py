@@ -221,8 +221,10 @@ def _changed(path: str) -> UnsendableError:
 
 
 def _open_for_reading(path: str) -> int:
+    # O_NONBLOCK: a FIFO put in a file's place after the walk must not hang the sender (it
+    # reads as empty, "changed size"); for regular files the flag does nothing.
     try:
-        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as err:
         raise UnsendableError(f"cannot read {path!r}: {err.strerror}") from None
 

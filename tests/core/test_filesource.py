@@ -6,6 +6,7 @@ import io
 import os
 import stat
 import tempfile
+import threading
 import zipfile
 from pathlib import Path
 
@@ -325,6 +326,32 @@ def test_file_changing_size_inside_directory(tmp_path: Path, size: int, change: 
         (tree / "f").write_bytes(b"x" * (size + change))
         with pytest.raises(UnsendableError, match="changed"):
             read_all(source)
+
+
+@pytest.mark.parametrize("size", [100, BIG])
+def test_file_swapped_for_a_fifo_inside_directory(tmp_path: Path, size: int) -> None:
+    """Opening a FIFO for reading would wait for a writer forever; the send fails instead."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "f").write_bytes(b"x" * size)
+    source = open_source(str(tree))
+    (tree / "f").unlink()
+    os.mkfifo(tree / "f")
+    outcome: list[BaseException | None] = []
+
+    def send() -> None:
+        try:
+            read_all(source)
+            outcome.append(None)
+        except BaseException as err:  # noqa: BLE001 - checked below
+            outcome.append(err)
+
+    sender = threading.Thread(target=send, daemon=True)  # a hang must fail, not stall pytest
+    sender.start()
+    sender.join(10)
+    assert outcome, "reading the FIFO hung"
+    assert isinstance(outcome[0], UnsendableError) and "changed" in str(outcome[0])
+    source.close()
 
 
 def test_file_vanishing_inside_directory(tmp_path: Path) -> None:
