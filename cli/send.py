@@ -73,7 +73,7 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
                       announcement: Announcement) -> int:
         source = None
         if what is not None:
-            from hilltop.filesource import open_source  # zipstream: only to send a file
+            from hilltop.filesource import open_source  # the zip writer: only to send a file
 
             source = open_source(what, skip_unsendable=ignore_unsendable_files)
         if source is not None:
