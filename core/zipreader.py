@@ -8,10 +8,10 @@ Every writer a peer uses is covered: Python's zipfile and hilltop's own writer
 (:mod:`hilltop.zipwriter`: sizes in the local header, a descriptor only after members over
 1 MiB), zipstream-ng in official 0.24 senders (STORED members followed by a data descriptor,
 zip64 when large), Go's archive/zip in wormhole-william (DEFLATED members with data
-descriptors). A STORED
-member with a data descriptor has no length before its data, so its end is found by looking
-for the descriptor's signature *and* checking that the CRC-32 and both sizes it carries equal
-those of the bytes read so far; data that merely contains the signature cannot pass that.
+descriptors). A STORED member with a data descriptor has no length before its data, so its
+end is found by looking for the descriptor's signature *and* checking that the CRC-32 and
+both sizes it carries equal those of the bytes read so far; data that merely contains the
+signature cannot pass that.
 
 The central directory at the end is checked against the members read (same names, sizes and
 CRCs, same order) and reported, because only it holds the Unix mode of each entry.
