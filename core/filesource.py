@@ -177,6 +177,7 @@ class DirectorySource(Source):
         return filled
 
     def _next_piece(self) -> bytes | memoryview:
+        self._streaming = None  # the last big file is done: the generator checks and closes it
         if self._pieces_left is None:
             self._pieces_left = self._pieces()
         piece = next(self._pieces_left, None)
@@ -201,7 +202,6 @@ class DirectorySource(Source):
                     streamed.check_ended()
                 finally:
                     streamed.close()
-                self._streaming = None
                 yield layout.descriptor(index, streamed.crc)
             else:
                 if len(whole) < entry.size + 1:
@@ -340,11 +340,12 @@ def _open_directory(root: str, name: str, skip_unsendable: bool) -> DirectorySou
     paths: list[str] = []
     numbytes = numfiles = 0
     for full, rel, st in _walk(root, unsendable):
-        entries.append(Entry(rel, st.st_size if stat.S_ISREG(st.st_mode) else 0, st.st_mode,
-                             st.st_mtime))
+        entry = Entry(rel, st.st_size if stat.S_ISREG(st.st_mode) else 0, st.st_mode,
+                      st.st_mtime)
+        entries.append(entry)
         paths.append(full)
-        if not rel.endswith("/"):
-            numbytes += st.st_size
+        if not entry.is_dir:
+            numbytes += entry.size
             numfiles += 1
     layout = ZipLayout(entries)
     offer = DirectoryOffer(dirname=name, zipsize=layout.size, numbytes=numbytes,
