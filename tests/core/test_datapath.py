@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -342,18 +343,62 @@ def test_source_readinto_counts_exactly(tmp_path: Path) -> None:
 def test_page_cache_writes_start_write_back_as_they_go(tmp_path: Path, monkeypatch) -> None:
     """So the fsync before the ack waits for the last stretch only, not the whole file."""
     monkeypatch.setattr(filesink, "WRITEBACK_EVERY", 64 * 1024)
-    asked: list[tuple[int, int]] = []
+    asked: list[tuple[int, int, str]] = []
     real = os.posix_fadvise
-    monkeypatch.setattr(os, "posix_fadvise",
-                        lambda fd, start, n, advice: (asked.append((start, n)),
-                                                      real(fd, start, n, advice))[1])
+    monkeypatch.setattr(os, "posix_fadvise", lambda fd, start, n, advice: (
+        asked.append((start, n, threading.current_thread().name)), real(fd, start, n, advice))[1])
     data = os.urandom(300 * 1024)
     sink = FileSink(str(tmp_path / "f"), len(data))
     sink.without_direct_io()
     for i in range(0, len(data), 10_000):
         sink.write(data[i : i + 10_000])
+    deadline = time.monotonic() + 10  # the thread serves the latest request (or a later one)
+    while not any(end >= 256 * 1024 for _s, end, _t in asked) and time.monotonic() < deadline:
+        time.sleep(0.01)
     sink.finish()
     assert (tmp_path / "f").read_bytes() == data
-    ends = [end for _start, end in asked]
-    assert len(ends) == 4 and ends == sorted(ends) and ends[0] >= 64 * 1024
+    ends = [end for _start, end, _thread in asked]
+    assert 1 <= len(ends) <= 4 and ends == sorted(ends) and ends[0] >= 64 * 1024
     assert all(b - a >= 64 * 1024 for a, b in zip(ends, ends[1:], strict=False))
+    assert {start for start, _end, _thread in asked} == {0}
+    assert threading.current_thread().name not in {thread for _s, _e, thread in asked}
+
+
+@pytest.mark.parametrize("ending", ["finish", "abort"])
+def test_slow_write_back_never_holds_up_writes(tmp_path: Path, monkeypatch, ending: str) -> None:
+    """Starting write-back may sleep for a full disk queue (hundreds of ms): the receiving
+    thread writes on meanwhile, and the file is closed only once the call has returned."""
+    monkeypatch.setattr(filesink, "WRITEBACK_EVERY", 64 * 1024)
+    entered, release = threading.Event(), threading.Event()
+    fd_open_after: list[bool] = []
+
+    writer = threading.current_thread()
+
+    def slow_fadvise(fd: int, start: int, n: int, advice: int) -> None:
+        if threading.current_thread() is writer:
+            fd_open_after.append(False)  # on the writing thread: fails below, without a hang
+            return
+        entered.set()
+        release.wait(10)
+        try:
+            os.fstat(fd)
+            fd_open_after.append(True)
+        except OSError:
+            fd_open_after.append(False)
+
+    monkeypatch.setattr(os, "posix_fadvise", slow_fadvise)
+    data = os.urandom(300 * 1024)
+    sink = FileSink(str(tmp_path / "f"), len(data))
+    sink.without_direct_io()
+    for i in range(0, len(data), 10_000):
+        sink.write(data[i : i + 10_000])
+    assert entered.wait(10)
+    assert not release.is_set() and sink.received == len(data)  # every write went through
+    threading.Timer(0.2, release.set).start()
+    if ending == "finish":
+        sink.finish()
+        assert (tmp_path / "f").read_bytes() == data
+    else:
+        sink.abort()
+        assert os.listdir(tmp_path) == []
+    assert release.is_set() and fd_open_after == [True]
