@@ -59,8 +59,6 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, verify
 
     async def main(reactor: Any) -> int:
         check_transport_names(options)
-        if not only_text:
-            filetransfer.warm_up(options)  # on a thread, while the mailbox talks (reactor is in)
         relay_url, found = opts.relay_url, None
         if lan or interface:
             if typed is None:

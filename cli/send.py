@@ -73,10 +73,7 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
                       announcement: Announcement) -> int:
         source = None
         if what is not None:
-            from hilltop import filetransfer
             from hilltop.filesource import open_source  # the zip writer: only to send a file
-
-            filetransfer.warm_up(options)  # on a thread, while the tree is walked and so on
 
             source = open_source(what, skip_unsendable=ignore_unsendable_files)
         if source is not None:

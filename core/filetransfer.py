@@ -10,12 +10,10 @@ what it got. The receiver only gives the file its real name once every byte has 
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import hashlib
 import json
 import os
-import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -37,34 +35,6 @@ if TYPE_CHECKING:  # the transit machinery is imported when a transfer starts, n
 
 Progress = Callable[[int], None]
 """Called with the number of bytes just moved."""
-
-
-def warm_up(options: TransitOptions) -> threading.Thread:
-    """Import the transit machinery on a thread of its own, while the mailbox conversation
-    goes on, so it is ready when the transfer starts.
-
-    Why: the runner, the sinks, the pump, the built-in transports and pluggy cost ~35-45 ms of
-    CPU to import; imported where they are needed, a receiver sent its transit hints that
-    much after the offer had arrived (official receivers take ~8 ms), time the sender spends
-    waiting, and a sender the same after the receiver arrived. Here the imports overlap with
-    the round trips to the mailbox (or a person typing the code) on the other core. Nothing
-    here is needed for the result: any failure is left for the real import to report.
-    Returns the thread (tests join it); it is not a daemon, so the interpreter never stops
-    in the middle of an import.
-    """
-
-    def work() -> None:
-        with contextlib.suppress(Exception):
-            import ifaddr  # noqa: F401 - direct-tcp's address lookup
-
-            from hilltop import bulkpump, filesink, runner, zipreader  # noqa: F401
-            from hilltop.plugins import import_builtins
-
-            import_builtins(list(options.transports) if options.transports else None)
-
-    thread = threading.Thread(target=work, name="hilltop-warm-up")
-    thread.start()
-    return thread
 
 
 def transit_key(w: Wormhole) -> bytes:

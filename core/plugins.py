@@ -449,7 +449,8 @@ def load_transports(
       disabled entry point is not even imported, so a plugin that breaks on import can be
       switched off. ``disabled_by`` says where the list came from, for the listing.
     """
-    off = _switched_off(select, disabled)
+    keep = set(select or ())
+    off = set(disabled) - keep
     transports = Transports()
     for ep in entry_points(group=ENTRY_POINT_GROUP) if eps is None else eps:
         builtin = _is_builtin(ep)
@@ -475,21 +476,6 @@ def load_transports(
     if select is not None:
         transports.select(select)
     return transports
-
-
-def _switched_off(select: Sequence[str] | None, disabled: Collection[str]) -> set[str]:
-    """Names to leave out: the disabled ones, except those ``select`` names explicitly."""
-    return set(disabled) - set(select or ())
-
-
-def import_builtins(select: Sequence[str] | None = None) -> None:
-    """Import the built-in transports :func:`load_configured` would load, ahead of time
-    (:func:`hilltop.filetransfer.warm_up`). Third-party plugins are left for the real load:
-    their import may fail or take long, and its warning belongs there."""
-    off = _switched_off(select, read_config().disabled)
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if _is_builtin(ep) and ep.name not in off:
-            ep.load()
 
 
 def load_configured(select: Sequence[str] | None = None, *,
