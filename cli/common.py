@@ -27,6 +27,28 @@ _CLEANUP_SECONDS = 5.0
 """How long an interrupted transfer may take to clean up before the process exits anyway."""
 
 
+def report_unexpected(error: BaseException, traceback: str) -> None:
+    """Say in one line that something went wrong that hilltop did not foresee.
+
+    Every failure hilltop expects is a :class:`HilltopError` with a sentence for a person;
+    anything else is a bug (ours or a plugin's). A screenful of traceback helps nobody at the
+    terminal, so it goes to a file that a bug report can attach, and the line says where.
+    Only if that file cannot be written (a full disk, say) is the traceback printed instead.
+    """
+    import tempfile
+
+    summary = f"{type(error).__name__}: {error}".rstrip(": ")
+    try:
+        fd, path = tempfile.mkstemp(prefix="hilltop-error-", suffix=".txt")
+        with open(fd, "w", encoding="utf-8") as report:
+            report.write(traceback)
+    except OSError:
+        output.error(f"unexpected {summary} (a bug in hilltop)")
+        sys.stderr.write(traceback)
+        return
+    output.error(f"unexpected {summary}; this is a bug in hilltop, details in {path}")
+
+
 def run(main: Callable[[Any], Coroutine[Any, Any, int | None]]) -> None:
     """Run ``main(reactor)`` on the asyncio reactor and exit with its status.
 
@@ -52,7 +74,7 @@ def run(main: Callable[[Any], Coroutine[Any, Any, int | None]]) -> None:
         if failure.check(HilltopError):
             output.error(str(failure.value))
         else:
-            failure.printTraceback(file=sys.stderr)
+            report_unexpected(failure.value, failure.getTraceback())
 
     def stop(_: Any) -> None:
         with contextlib.suppress(ReactorNotRunning):  # already stopping (interrupted)

@@ -2,7 +2,8 @@
 
 Flag names and environment variables match the official CLI so ours is a drop-in
 replacement. Every :class:`~hilltop.errors.HilltopError` becomes one ``ERROR:`` line and
-exit status 1; tracebacks are reserved for bugs.
+exit status 1; so does a bug, whose traceback goes to a file the line names
+(``hilltop.cli.common.report_unexpected``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,66 @@
+"""The CLI's single error exit: expected errors are one line, bugs are one line and a file."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from hilltop.cli.common import report_unexpected
+
+_SCRIPT = """
+from hilltop.cli.common import run
+from hilltop.errors import LocalError
+
+async def main(reactor):
+    raise {error}
+
+run(main)
+"""
+
+
+def _run_failing(error: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", _SCRIPT.format(error=error)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"TMPDIR": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )
+
+
+def test_an_expected_error_is_its_own_sentence(tmp_path: Path) -> None:
+    result = _run_failing("LocalError('that file is not there')", tmp_path)
+    assert result.returncode == 1
+    assert result.stderr == "ERROR: that file is not there\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_bug_is_one_line_with_the_traceback_kept_in_a_file(tmp_path: Path) -> None:
+    result = _run_failing("KeyError('offer')", tmp_path)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith("ERROR: unexpected KeyError: 'offer'; this is a bug in hilltop")
+    found = re.search(r"details in (\S+)$", line)
+    assert found, line
+    report = Path(found.group(1))
+    assert report.parent == tmp_path
+    text = report.read_text()
+    assert text.startswith("Traceback") and "KeyError: 'offer'" in text and "in main" in text
+
+
+def test_without_a_place_for_the_file_the_traceback_is_printed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def no_space(*args: object, **kwargs: object) -> tuple[int, str]:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "mkstemp", no_space)
+    report_unexpected(RuntimeError(), "Traceback (most recent call last):\n  ...\nRuntimeError\n")
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR: unexpected RuntimeError (a bug in hilltop)\nTraceback")
