@@ -307,15 +307,36 @@ def open_source(path: str, *, cwd: str | None = None,
         raise UnsendableError(f"cannot send {path!r}: {err.strerror}") from None
     if stat.S_ISDIR(st.st_mode):
         return _open_directory(real, name, skip_unsendable)
-    if not (stat.S_ISREG(st.st_mode) or stat.S_ISBLK(st.st_mode)):
+    if not _is_sendable_file(st):
         raise UnsendableError(f"cannot send {path!r}: not a regular file or directory")
-    try:
-        fileobj = open(real, "rb")  # noqa: SIM115 - owned by the FileSource, closed there
-    except OSError as err:
-        raise UnsendableError(f"cannot send {path!r}: {err.strerror}") from None
+    fileobj = _open_file(real, path)
+    st = os.fstat(fileobj.fileno())
     size = st.st_size if stat.S_ISREG(st.st_mode) else fileobj.seek(0, os.SEEK_END)
     fileobj.seek(0)
     return FileSource(FileOffer(name, size), real, fileobj)
+
+
+def _is_sendable_file(st: os.stat_result) -> bool:
+    return stat.S_ISREG(st.st_mode) or stat.S_ISBLK(st.st_mode)
+
+
+def _open_file(real: str, typed: str) -> BinaryIO:
+    """Open the file that ``open_source`` found, and check it is still a file once open.
+
+    Between the ``stat`` and the ``open`` the path may have become a FIFO (whose plain open
+    would wait for a writer forever) or a folder: the open does not block, and the type
+    that counts is the one of what was opened.
+    """
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as err:
+        raise UnsendableError(f"cannot send {typed!r}: {err.strerror}") from None
+    if not _is_sendable_file(os.fstat(fd)):
+        os.close(fd)
+        raise UnsendableError(f"cannot send {typed!r}: it changed into something that is not "
+                              "a regular file while it was being opened")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
 
 
 def _check_utf8(name: str, shown: str) -> None:

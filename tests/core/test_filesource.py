@@ -108,6 +108,41 @@ def test_fifo_is_unsendable(tmp_path: Path) -> None:
         open_source(str(tmp_path / "pipe"))
 
 
+@pytest.mark.parametrize("swapped_in", ["fifo", "folder"])
+def test_file_swapped_between_stat_and_open(tmp_path: Path, swapped_in: str,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The path is a file when looked at and something else when opened: a FIFO must not
+    hang the sender waiting for a writer, a folder must not be read as a file."""
+    target = tmp_path / "f"
+    if swapped_in == "fifo":
+        os.mkfifo(target)
+    else:
+        target.mkdir()
+    (tmp_path / "file").write_bytes(b"x" * 10)
+    file_stat = os.stat(tmp_path / "file")
+    real_stat = os.stat
+
+    def stat_sees_a_file(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        return file_stat if str(path) == str(target) else real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat_sees_a_file)
+    outcome: list[BaseException | None] = []
+
+    def open_it() -> None:
+        try:
+            open_source(str(target)).close()
+            outcome.append(None)
+        except BaseException as err:  # noqa: BLE001 - checked below
+            outcome.append(err)
+
+    opener = threading.Thread(target=open_it, daemon=True)  # a hang must fail, not stall
+    opener.start()
+    opener.join(10)
+    assert outcome, "opening the FIFO hung"
+    assert isinstance(outcome[0], UnsendableError), outcome
+    assert "not a regular file" in str(outcome[0])
+
+
 @pytest.mark.skipif(ROOT, reason="root can read everything")
 def test_unreadable_file(tmp_path: Path) -> None:
     (tmp_path / "locked").write_text("x")
