@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from hilltop import api, filetransfer, transfer
+from hilltop import api, codes, filetransfer, transfer
 from hilltop.cli import codeinput, output
 from hilltop.cli import lan as cli_lan
 from hilltop.cli.common import GlobalOptions, run
@@ -34,6 +34,8 @@ REJECTED = "transfer rejected"
 @click.argument("code", nargs=-1, metavar="[CODE]...")
 @click.option("-c", "--code-length", default=2, show_default=True, metavar="NUMWORDS",
               type=click.IntRange(1, 32), help="number of words expected in the code")
+@click.option("-0", "zero_mode", is_flag=True,
+              help="no-code mode: take the code 0- (from 'wormhole send -0')")
 @click.option("-v", "--verify", is_flag=True, help="show the verification string")
 @click.option("--hide-progress", is_flag=True, help="do not show a progress bar")
 @click.option("-t", "--only-text", is_flag=True, help="refuse file transfers, accept only text")
@@ -46,11 +48,18 @@ REJECTED = "transfer rejected"
 @tor_flags
 @lan_flags
 @click.pass_obj
-def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, verify: bool,
-            hide_progress: bool, only_text: bool, accept_file: bool, output_file: str | None,
-            listen: bool, transports: str | None, lan: bool, interface: str | None) -> None:
+def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, zero_mode: bool,
+            verify: bool, hide_progress: bool, only_text: bool, accept_file: bool,
+            output_file: str | None, listen: bool, transports: str | None, lan: bool,
+            interface: str | None) -> None:
     """Receive a text message, file, or directory (from 'wormhole send')."""
     typed = "-".join(code) if code else None
+    if zero_mode:
+        if typed is not None:
+            raise click.UsageError("give either a code or -0, not both")
+        if lan or interface:
+            raise click.UsageError("-0 needs a mailbox server: anyone on the LAN could join")
+        typed = codes.ZERO_MODE_CODE
     options = transit_options(opts.transit_helper, listen, transports)
     choices = _Choices(only_text, accept_file, output_file, hide_progress, options)
     tor = tor_chosen()

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from hilltop import api, transfer
+from hilltop import api, codes, transfer
 from hilltop.cli import lan as cli_lan
 from hilltop.cli import output
 from hilltop.cli.common import GlobalOptions, run
@@ -39,6 +39,9 @@ VERIFY_REJECTED = "sender rejected verification check, abandoned transfer"
 @click.option("--code", metavar="CODE", help="use this code instead of allocating one")
 @click.option("-c", "--code-length", default=2, show_default=True, metavar="NUMWORDS",
               type=click.IntRange(1, 32), help="number of words in an allocated code")
+@click.option("-0", "zero_mode", is_flag=True,
+              help="no-code mode: the code is 0- and the receiver runs 'wormhole receive -0'"
+                   " (anyone on the server can join: for tests and demonstrations)")
 @click.option("-v", "--verify", is_flag=True,
               help="show the verification string and wait for approval")
 @click.option("--hide-progress", is_flag=True, help="do not show a progress bar")
@@ -51,7 +54,7 @@ VERIFY_REJECTED = "sender rejected verification check, abandoned transfer"
 @lan_flags
 @click.pass_obj
 def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | None,
-         code_length: int, verify: bool, hide_progress: bool, qr: bool,
+         code_length: int, zero_mode: bool, verify: bool, hide_progress: bool, qr: bool,
          ignore_unsendable_files: bool, listen: bool, transports: str | None, lan: bool,
          interface: str | None) -> None:
     """Send a text message, file, or directory."""
@@ -59,6 +62,11 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
         raise click.UsageError("give a file or directory to send, or --text MESSAGE")
     if text is not None and what is not None:
         raise click.UsageError("give either --text or a file, not both")
+    if zero_mode:
+        if code is not None:
+            raise click.UsageError("give either --code or -0, not both")
+        if lan or interface:
+            raise click.UsageError("-0 needs a mailbox server: anyone on the LAN could join")
     if text == "-":
         output.status("Reading text message from stdin..")
         text = sys.stdin.read()
@@ -67,7 +75,8 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
     if tor is not None and (lan or interface):
         raise click.UsageError("--tor and --lan exclude each other")
 
-    announcement = Announcement(code, code_length, verify, qr=qr)
+    announcement = Announcement(codes.ZERO_MODE_CODE if zero_mode else code, code_length,
+                                verify, qr=qr, zero_mode=zero_mode)
 
     async def payload(reactor: Any, w: api.Wormhole, options: TransitOptions,
                       announcement: Announcement) -> int:
@@ -123,6 +132,7 @@ class Announcement:
     verify: bool
     receive_command: str = "wormhole receive"
     qr: bool = False  # the official client shows one by default; LAN mode never does
+    zero_mode: bool = False  # -0: the code is known, so it is neither shown nor drawn
 
 
 async def announce_code(w: api.Wormhole, how: Announcement) -> str:
@@ -132,12 +142,14 @@ async def announce_code(w: api.Wormhole, how: Announcement) -> str:
         code = await w.get_code()
     else:
         code = await w.allocate_code(how.code_length)
-    output.status(f"Wormhole code is: {code}")
-    if how.qr:
-        output.qr_code(f"wormhole-transfer:{code}")
+    if not how.zero_mode:
+        output.status(f"Wormhole code is: {code}")
+        if how.qr:
+            output.qr_code(f"wormhole-transfer:{code}")
     output.status("On the other computer, please run:")
     output.status()
-    output.status(f"{how.receive_command}{' --verify' if how.verify else ''} {code}")
+    command = how.receive_command + (" --verify" if how.verify else "")
+    output.status(f"{command} -0" if how.zero_mode else f"{command} {code}")
     output.status()
     return code
 

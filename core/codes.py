@@ -16,6 +16,9 @@ from hilltop.errors import CodeFormatError
 
 MAX_NAMEPLATE_DIGITS = 40  # the mailbox server's own limit
 EXAMPLE = "a code looks like 7-guitarist-revenge"
+ZERO_MODE_CODE = "0-"
+"""The code of the official client's ``-0`` mode: nameplate 0 and an empty word, so the
+password is known to all. For tests and demonstrations; anyone on the server can join."""
 
 
 def _is_nameplate(text: str) -> bool:
@@ -33,6 +36,8 @@ class Code:
     def __post_init__(self) -> None:
         if not _is_nameplate(self.nameplate):
             raise ValueError(f"bad nameplate {self.nameplate!r}")
+        if str(self) == ZERO_MODE_CODE:
+            return
         if not self.words or any(not w or "-" in w or _has_space(w) for w in self.words):
             raise ValueError(f"bad code words {self.words!r}")
 
@@ -63,6 +68,8 @@ def parse_code(text: str) -> Code:
             f"the number in the code is longer than {MAX_NAMEPLATE_DIGITS} digits: {text!r}"
         )
     words = tuple(rest.split("-")) if dash else ()
+    if text == ZERO_MODE_CODE:
+        return Code(nameplate, words)
     if not words or words == ("",):
         raise CodeFormatError(f"the code needs words after the number: {text!r} ({EXAMPLE})")
     if any(not w for w in words):

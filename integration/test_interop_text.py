@@ -127,6 +127,32 @@ def test_fixed_code(peers: Peers, fresh_code: str, sender: str, receiver: str) -
     assert_delivered(s.finish(), r.finish())
 
 
+@pytest.mark.parametrize(("sender", "receiver"), [
+    pytest.param("hilltop", "official", marks=interop, id="hilltop_to_official"),
+    pytest.param("official", "hilltop", marks=interop, id="official_to_hilltop"),
+    pytest.param("hilltop", "hilltop", id="hilltop_to_hilltop"),
+])
+def test_zero_mode(peers: Peers, sender: str, receiver: str) -> None:
+    """``-0`` as in the official client: the code is 0-, so it is neither shown nor typed."""
+    s: Peer = getattr(peers, sender)("send", "-0", "--text", TEXT)
+    r: Peer = getattr(peers, receiver)("receive", "-0")
+    sent, received = s.finish(), r.finish()
+    assert_delivered(sent, received)
+    if sender == "hilltop":
+        assert "wormhole receive -0" in sent.stderr, sent.describe()
+        assert "Wormhole code is" not in sent.stderr, sent.describe()
+
+
+@pytest.mark.parametrize("argv", [["send", "-0", "--code", "7-a-b", "--text", "x"],
+                                  ["receive", "-0", "7-a-b"],
+                                  ["send", "-0", "--lan", "--text", "x"]])
+def test_zero_mode_excludes_a_code_and_the_lan(hilltop: Callable[..., Peer],
+                                               argv: list[str]) -> None:
+    result = hilltop(*argv).finish(30)
+    assert result.returncode == 2, result.describe()  # click's usage error
+    assert "-0" in result.stderr and "Traceback" not in result.stderr, result.describe()
+
+
 @interop
 def test_code_length(hilltop: Callable[..., Peer], official: Callable[..., Peer]) -> None:
     s = hilltop("send", "--text", TEXT, "--code-length", "3")

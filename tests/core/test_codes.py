@@ -9,7 +9,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hilltop import wordlist
-from hilltop.codes import Code, complete, make_code, parse_code, words_from_bytes
+from hilltop.codes import (
+    ZERO_MODE_CODE,
+    Code,
+    complete,
+    make_code,
+    parse_code,
+    words_from_bytes,
+)
 from hilltop.errors import CodeFormatError, LocalError
 
 nameplates = st.from_regex(r"\A[0-9]{1,40}\Z")
@@ -84,6 +91,18 @@ def test_parse_garbage_raises_only_code_format_error(text: str) -> None:
     except CodeFormatError:
         return
     assert parse_code(str(code)) == code
+
+
+def test_zero_mode_code_is_the_only_one_without_words() -> None:
+    """``0-`` is the official client's ``-0`` code (an empty password word); ``7-`` and
+    ``0--`` are still typing mistakes."""
+    code = parse_code("0-")
+    assert (code.nameplate, code.words, str(code)) == ("0", ("",), ZERO_MODE_CODE)
+    for near_miss in ("7-", "0--", "00-"):
+        with pytest.raises(CodeFormatError):
+            parse_code(near_miss)
+    with pytest.raises(ValueError):
+        Code("7", ("",))
 
 
 def test_code_checks_itself() -> None:
