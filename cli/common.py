@@ -27,26 +27,60 @@ _CLEANUP_SECONDS = 5.0
 """How long an interrupted transfer may take to clean up before the process exits anyway."""
 
 
-def report_unexpected(error: BaseException, traceback: str) -> None:
+def report_unexpected(error: BaseException, traceback: str, *, fatal: bool = True) -> None:
     """Say in one line that something went wrong that hilltop did not foresee.
 
     Every failure hilltop expects is a :class:`HilltopError` with a sentence for a person;
     anything else is a bug (ours or a plugin's). A screenful of traceback helps nobody at the
     terminal, so it goes to a file that a bug report can attach, and the line says where.
     Only if that file cannot be written (a full disk, say) is the traceback printed instead.
+    ``fatal=False`` is for an error that did not end the command (one Twisted logged): the
+    line is a warning and the exit status stays what the command made it.
     """
     import tempfile
 
     summary = f"{type(error).__name__}: {error}".rstrip(": ")
+    say = output.error if fatal else (lambda text: output.status(f"Warning: {text}"))
     try:
         fd, path = tempfile.mkstemp(prefix="hilltop-error-", suffix=".txt")
         with open(fd, "w", encoding="utf-8") as report:
             report.write(traceback)
     except OSError:
-        output.error(f"unexpected {summary} (a bug in hilltop)")
+        say(f"unexpected {summary} (a bug in hilltop)")
         sys.stderr.write(traceback)
         return
-    output.error(f"unexpected {summary}; this is a bug in hilltop, details in {path}")
+    say(f"unexpected {summary}; this is a bug in hilltop, details in {path}")
+
+
+_UNHANDLED_HEADING = "Unhandled error in Deferred:"
+"""The line Twisted logs on its own just before the failure of an unhandled Deferred."""
+
+
+def _route_twisted_log() -> None:
+    """Send Twisted's log where the CLI's own errors go.
+
+    Until logging begins, Twisted prints its critical events to stderr as they come, and
+    the one a program meets is "Unhandled error in Deferred" with a traceback (a failure
+    nobody handled, found when the Deferred is collected). Such a failure is a bug: it gets
+    :func:`report_unexpected`'s one line and file. Python warnings, which Twisted's logging
+    takes over, are still printed as Python prints them; everything else is dropped (the
+    CLI logs nothing on purpose).
+    """
+    from twisted.logger import LogLevel, formatEvent, globalLogBeginner
+
+    def observe(event: dict[str, Any]) -> None:
+        if event.get("log_level") == LogLevel.critical:
+            failure = event.get("log_failure")
+            if failure is not None:
+                report_unexpected(failure.value, failure.getTraceback(), fatal=False)
+            elif event.get("log_format") != _UNHANDLED_HEADING:  # the failure follows it
+                output.status(f"Warning: {formatEvent(event)}")
+        elif "warning" in event and "category" in event:
+            category = str(event["category"]).removeprefix("builtins.")
+            sys.stderr.write(f"{event.get('filename')}:{event.get('lineno')}: "
+                             f"{category}: {event['warning']}\n")
+
+    globalLogBeginner.beginLoggingTo([observe], redirectStandardIO=False)
 
 
 def run(main: Callable[[Any], Coroutine[Any, Any, int | None]]) -> None:
@@ -57,6 +91,7 @@ def run(main: Callable[[Any], Coroutine[Any, Any, int | None]]) -> None:
     from hilltop.reactor import install_asyncio_reactor
 
     reactor = install_asyncio_reactor()
+    _route_twisted_log()
     from twisted.internet.defer import Deferred, ensureDeferred
     from twisted.internet.error import ReactorNotRunning
 

@@ -64,3 +64,31 @@ def test_without_a_place_for_the_file_the_traceback_is_printed(
     report_unexpected(RuntimeError(), "Traceback (most recent call last):\n  ...\nRuntimeError\n")
     err = capsys.readouterr().err
     assert err.startswith("ERROR: unexpected RuntimeError (a bug in hilltop)\nTraceback")
+
+
+def test_a_failure_nobody_handled_is_a_warning_line_not_a_traceback(tmp_path: Path) -> None:
+    """Twisted reports a failed Deferred that nobody handled when it is collected; before
+    logging began it printed that with a traceback. The command still ends as it would."""
+    script = """
+import gc, warnings
+from hilltop.cli.common import run
+from twisted.internet.defer import fail
+
+async def main(reactor):
+    lost = fail(RuntimeError("nobody looked"))
+    del lost
+    gc.collect()
+    warnings.warn("still shown", UserWarning)
+    return 0
+
+run(main)
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=60, env={"TMPDIR": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr and "Unhandled error" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("Warning: unexpected RuntimeError: nobody looked; this is a bug")
+    [report] = tmp_path.iterdir()
+    assert "RuntimeError: nobody looked" in report.read_text()
+    assert lines[1].endswith("UserWarning: still shown")
