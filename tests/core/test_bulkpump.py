@@ -74,7 +74,9 @@ def test_the_wake_threshold_never_waits_for_bytes_that_will_not_come(
     pos = opened = i = 0
     while pos < len(wire):
         opened += sum(len(f) - records.OVERHEAD + records.LENGTH_SIZE for f in scanner.frames())
-        assert bulkpump.unread_at_least(size - opened, scanner) <= len(wire) - pos
+        left = bulkpump.unread_at_least(size - opened, scanner)
+        assert left <= len(wire) - pos
+        assert pos == len(wire) or bulkpump.wake_threshold(left) <= len(wire) - pos
         space = scanner.space()
         n = min(len(space), reads[i % len(reads)], len(wire) - pos)
         i += 1
@@ -285,6 +287,64 @@ async def test_streams_without_a_socket_keep_the_reactor_path(tmp_path: Path) ->
     await cr.close()
     await s.stop()
     await r.stop()
+
+
+def unread(conn) -> int:
+    """Bytes waiting in the receiving socket of ``conn`` (SIOCINQ)."""
+    import fcntl
+    import termios
+
+    sock = conn.stream.transport.getHandle()
+    buf = bytearray(4)
+    fcntl.ioctl(sock.fileno(), termios.FIONREAD, buf)
+    return int.from_bytes(buf, "little")
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_sender_that_waits_to_be_read_before_its_last_bytes_is_not_kept_waiting(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nagle's algorithm holds a sender's last partial segment until what went before is
+    acknowledged, and an unread lone segment is acknowledged only 40 ms later: the receiving
+    thread must read every arrival once the end is near (``FINAL_STRETCH``), not wait for
+    ``WAKE_AFTER`` bytes that are held back. This sender, more patient than Nagle, sends its
+    last records only once the receiver has read everything before them."""
+    from twisted.internet import reactor
+
+    monkeypatch.setattr(bulkpump, "WAIT_SECONDS", 30.0)  # no time-out rescues a stuck wait
+    s, r, cs, cr = await connected_pair(reactor)
+    record = b"n" * 16 * 1024  # what official senders send
+    phases = [20, 10, 10]  # 10 records (164 KB) is less than WAKE_AFTER, all of it is left
+    size = sum(phases) * len(record)
+    assert sum(phases[1:]) * (len(record) + 44) <= bulkpump.FINAL_STRETCH
+    sink = FileSink(str(tmp_path / "dst"), size)
+    receiving = defer.ensureDeferred(filetransfer._receive_bulk(
+        reactor, cr, sink, size, lambda _n: None, inline=False))
+    for count in phases[:-1]:
+        for _ in range(count):
+            cs.send_record(record)
+        for _ in range(500):  # up to 5 s: the bytes sent must all be read
+            await task.deferLater(reactor, 0.01, lambda: None)
+            if unread(cr) == 0 and not receiving.called:
+                break
+        else:
+            pytest.fail(f"{unread(cr)} bytes stayed unread: the thread waits for more")
+    for _ in range(phases[-1]):
+        cs.send_record(record)
+    await receiving
+    sink.finish()
+    assert (tmp_path / "dst").read_bytes() == record * sum(phases)
+    await cs.close()
+    await s.stop()
+    await r.stop()
+
+
+def test_the_wake_threshold_drops_to_every_byte_for_the_final_stretch() -> None:
+    """A held-back tail is under one segment (64 KiB even on loopback): with more than
+    ``FINAL_STRETCH`` left, ``WAKE_AFTER`` bytes always come without it."""
+    assert bulkpump.FINAL_STRETCH >= bulkpump.WAKE_AFTER + 64 * 1024
+    assert bulkpump.wake_threshold(bulkpump.FINAL_STRETCH + 1) == bulkpump.WAKE_AFTER
+    for left in (bulkpump.FINAL_STRETCH, bulkpump.WAKE_AFTER, 1000, 1):
+        assert bulkpump.wake_threshold(left) == 1
 
 
 @pytest_twisted.ensureDeferred
