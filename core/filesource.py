@@ -220,11 +220,17 @@ def _changed(path: str) -> UnsendableError:
     return UnsendableError(f"{path!r} changed size while it was being sent")
 
 
+def _open_without_blocking(path: str) -> int:
+    """``os.open`` for reading that returns at once: a FIFO put in a file's place after we
+    looked must not hang the sender waiting for a writer; for regular files the flag does
+    nothing. Raises OSError."""
+    return os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+
+
 def _open_for_reading(path: str) -> int:
-    # O_NONBLOCK: a FIFO put in a file's place after the walk must not hang the sender (it
-    # reads as empty, "changed size"); for regular files the flag does nothing.
+    # a FIFO opened here (inside a folder) reads as empty: "changed size"
     try:
-        return os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        return _open_without_blocking(path)
     except OSError as err:
         raise UnsendableError(f"cannot read {path!r}: {err.strerror}") from None
 
@@ -309,8 +315,7 @@ def open_source(path: str, *, cwd: str | None = None,
         return _open_directory(real, name, skip_unsendable)
     if not _is_sendable_file(st):
         raise UnsendableError(f"cannot send {path!r}: not a regular file or directory")
-    fileobj = _open_file(real, path)
-    st = os.fstat(fileobj.fileno())
+    fileobj, st = _open_file(real, path)
     size = st.st_size if stat.S_ISREG(st.st_mode) else fileobj.seek(0, os.SEEK_END)
     fileobj.seek(0)
     return FileSource(FileOffer(name, size), real, fileobj)
@@ -320,23 +325,24 @@ def _is_sendable_file(st: os.stat_result) -> bool:
     return stat.S_ISREG(st.st_mode) or stat.S_ISBLK(st.st_mode)
 
 
-def _open_file(real: str, typed: str) -> BinaryIO:
-    """Open the file that ``open_source`` found, and check it is still a file once open.
+def _open_file(real: str, typed: str) -> tuple[BinaryIO, os.stat_result]:
+    """Open the file that ``open_source`` found and return it with its ``fstat``.
 
     Between the ``stat`` and the ``open`` the path may have become a FIFO (whose plain open
     would wait for a writer forever) or a folder: the open does not block, and the type
     that counts is the one of what was opened.
     """
     try:
-        fd = os.open(real, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        fd = _open_without_blocking(real)
     except OSError as err:
         raise UnsendableError(f"cannot send {typed!r}: {err.strerror}") from None
-    if not _is_sendable_file(os.fstat(fd)):
+    st = os.fstat(fd)
+    if not _is_sendable_file(st):
         os.close(fd)
         raise UnsendableError(f"cannot send {typed!r}: it changed into something that is not "
                               "a regular file while it was being opened")
     os.set_blocking(fd, True)
-    return os.fdopen(fd, "rb")
+    return os.fdopen(fd, "rb"), st
 
 
 def _check_utf8(name: str, shown: str) -> None:
