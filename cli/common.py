@@ -16,6 +16,19 @@ from hilltop.cli import output
 from hilltop.errors import HilltopError
 
 
+def zero_mode_code(code: str | None, lan: bool, code_flag: str) -> str:
+    """The code for ``-0`` (send and receive alike), refusing what cannot go with it."""
+    import click
+
+    from hilltop.codes import ZERO_MODE_CODE
+
+    if code is not None:
+        raise click.UsageError(f"give either {code_flag} or -0, not both")
+    if lan:
+        raise click.UsageError("-0 needs a mailbox server: anyone on the LAN could join")
+    return ZERO_MODE_CODE
+
+
 @dataclass
 class GlobalOptions:
     appid: str

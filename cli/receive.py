@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from hilltop import api, codes, filetransfer, transfer
+from hilltop import api, filetransfer, transfer
 from hilltop.cli import codeinput, output
 from hilltop.cli import lan as cli_lan
-from hilltop.cli.common import GlobalOptions, run
+from hilltop.cli.common import GlobalOptions, run, zero_mode_code
 from hilltop.cli.progress import progress_bar
 from hilltop.cli.send import close_quietly, describe_offer
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
@@ -55,11 +55,7 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, zero_m
     """Receive a text message, file, or directory (from 'wormhole send')."""
     typed = "-".join(code) if code else None
     if zero_mode:
-        if typed is not None:
-            raise click.UsageError("give either a code or -0, not both")
-        if lan or interface:
-            raise click.UsageError("-0 needs a mailbox server: anyone on the LAN could join")
-        typed = codes.ZERO_MODE_CODE
+        typed = zero_mode_code(typed, bool(lan or interface), "a code")
     options = transit_options(opts.transit_helper, listen, transports)
     choices = _Choices(only_text, accept_file, output_file, hide_progress, options)
     tor = tor_chosen()

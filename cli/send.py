@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from hilltop import api, codes, transfer
+from hilltop import api, transfer
 from hilltop.cli import lan as cli_lan
 from hilltop.cli import output
-from hilltop.cli.common import GlobalOptions, run
+from hilltop.cli.common import GlobalOptions, run, zero_mode_code
 from hilltop.cli.progress import progress_bar
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
 from hilltop.cli.transitopts import (
@@ -63,10 +63,7 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
     if text is not None and what is not None:
         raise click.UsageError("give either --text or a file, not both")
     if zero_mode:
-        if code is not None:
-            raise click.UsageError("give either --code or -0, not both")
-        if lan or interface:
-            raise click.UsageError("-0 needs a mailbox server: anyone on the LAN could join")
+        code = zero_mode_code(code, bool(lan or interface), "--code")
     if text == "-":
         output.status("Reading text message from stdin..")
         text = sys.stdin.read()
@@ -75,8 +72,7 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
     if tor is not None and (lan or interface):
         raise click.UsageError("--tor and --lan exclude each other")
 
-    announcement = Announcement(codes.ZERO_MODE_CODE if zero_mode else code, code_length,
-                                verify, qr=qr, zero_mode=zero_mode)
+    announcement = Announcement(code, code_length, verify, qr=qr, zero_mode=zero_mode)
 
     async def payload(reactor: Any, w: api.Wormhole, options: TransitOptions,
                       announcement: Announcement) -> int:
