@@ -23,14 +23,19 @@ run(main)
 """
 
 
-def _run_failing(error: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+def _run(script: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` in a fresh interpreter whose temporary files go to ``tmp_path``."""
     return subprocess.run(
-        [sys.executable, "-c", _SCRIPT.format(error=error)],
+        [sys.executable, "-c", script],
         capture_output=True,
         text=True,
         timeout=60,
         env={"TMPDIR": str(tmp_path), "PATH": "/usr/bin:/bin"},
     )
+
+
+def _run_failing(error: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    return _run(_SCRIPT.format(error=error), tmp_path)
 
 
 def test_an_expected_error_is_its_own_sentence(tmp_path: Path) -> None:
@@ -83,8 +88,7 @@ async def main(reactor):
 
 run(main)
 """
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                            timeout=60, env={"TMPDIR": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    result = _run(script, tmp_path)
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr and "Unhandled error" not in result.stderr
     lines = result.stderr.splitlines()
