@@ -364,6 +364,29 @@ def test_page_cache_writes_start_write_back_as_they_go(tmp_path: Path, monkeypat
     assert threading.current_thread().name not in {thread for _s, _e, thread in asked}
 
 
+def test_write_back_is_asked_for_more_often_at_the_end(tmp_path: Path, monkeypatch) -> None:
+    """The fsync before the ack waits for what was never asked for: at most a
+    WRITEBACK_LAST stretch, not a WRITEBACK_EVERY one."""
+    monkeypatch.setattr(filesink, "WRITEBACK_EVERY", 64 * 1024)
+    monkeypatch.setattr(filesink, "WRITEBACK_LAST", 16 * 1024)
+    asked: list[int] = []
+    real_ask = filesink._WriteBack.ask
+    monkeypatch.setattr(filesink._WriteBack, "ask",
+                        lambda self, end: (asked.append(end), real_ask(self, end))[1])
+    data = os.urandom(300 * 1024)
+    sink = FileSink(str(tmp_path / "f"), len(data))
+    sink.without_direct_io()
+    for i in range(0, len(data), 10_000):
+        sink.write(data[i : i + 10_000])
+    sink.finish()
+    assert (tmp_path / "f").read_bytes() == data
+    early = [end for end in asked if len(data) - end > 64 * 1024]
+    late = [end for end in asked if len(data) - end <= 64 * 1024]
+    assert all(b - a >= 64 * 1024 for a, b in zip(early, early[1:], strict=False))
+    assert len(late) >= 3 and late[-1] > len(data) - 16 * 1024
+    assert all(b - a < 16 * 1024 + 10_000 for a, b in zip(late, late[1:], strict=False))
+
+
 @pytest.mark.parametrize("ending", ["finish", "abort"])
 def test_slow_write_back_never_holds_up_writes(tmp_path: Path, monkeypatch, ending: str) -> None:
     """Starting write-back may sleep for a full disk queue (hundreds of ms): the receiving
