@@ -25,7 +25,8 @@ from hilltop.cli.transitopts import (
 from hilltop.errors import HilltopError, LocalError, RejectedError
 
 if TYPE_CHECKING:  # imported where a file is received: a text message needs none of it
-    from hilltop.filesink import DirectorySink, FileSink
+    from hilltop.filesink import FileSink
+    from hilltop.foldersink import DirectorySink
 
 REJECTED = "transfer rejected"
 

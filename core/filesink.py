@@ -6,14 +6,8 @@ is a rename on one filesystem and a crash leaves only dot-files that are plainly
 transfer. The final name appears only after exactly the offered number of bytes arrived, and
 an existing path is never replaced, even one that appeared while we were receiving.
 
-A received directory is a zip chosen by the peer, so it is hostile input. :class:`DirectorySink`
-unpacks it as it arrives (:mod:`hilltop.zipreader`) into a hidden temporary directory beside
-the target, checking each entry before anything is created for it: no absolute paths, ``..``,
-drive letters, backslashes or paths nested over 256 deep, no two names that would land on one
-path (also after case folding and Unicode normalisation, for case-insensitive disks), no file
-where a folder is needed, and totals that roughly agree with the offer; then, from the central
-directory, no symlinks or device entries and every entry matching what was read. Only a
-complete, checked archive is renamed into place; any failure removes the temporary directory.
+A received folder (a zip, hostile input) is unpacked by :mod:`hilltop.foldersink`, on the
+same :class:`Sink` lifecycle.
 
 No Twisted: the transit layer calls :meth:`write` for each record and :meth:`finish` at the end.
 """
@@ -25,11 +19,6 @@ import errno
 import hashlib
 import mmap
 import os
-import re
-import shutil
-import stat
-import sys
-import unicodedata
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -40,9 +29,7 @@ from hilltop.errors import (
     ProtocolError,
     RejectedError,
 )
-from hilltop.memory import Trimmer
-from hilltop.transfer import MAX_NAME_BYTES, DirectoryOffer
-from hilltop.zipreader import CentralEntry, MemberData, MemberEnd, MemberStart, ZipStreamReader
+from hilltop.transfer import MAX_NAME_BYTES
 
 T = TypeVar("T")
 
@@ -70,18 +57,11 @@ our ack against 1 ms for an official receiver's, which does not sync. Asking eve
 the end brought it to 2.7 ms; asking that often all along would wake the thread eight
 times as often for nothing."""
 _O_DIRECT = getattr(os, "O_DIRECT", 0)
-MAX_PATH_BYTES = 4000
-"""Refuse entry paths near PATH_MAX (4096 on Linux) instead of failing halfway through."""
-MAX_PATH_DEPTH = 256
-"""Refuse entry paths nested deeper: os.makedirs and shutil.rmtree (the cleanup) recurse once
-per level, and Linux allows 2,000 levels in PATH_MAX (RecursionError, and a folder left)."""
-
-_DRIVE = re.compile(r"^[A-Za-z]:")
-_OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(
+OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(
     os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
     """Write every byte (os.write may write fewer); a seam tests use to simulate a full disk."""
     view = memoryview(data)
     while view:
@@ -89,7 +69,7 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def _io_error(err: OSError, doing: str) -> HilltopError:
+def io_error(err: OSError, doing: str) -> HilltopError:
     if err.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
         return DiskFullError(f"disk full while {doing}; the partial data was removed")
     return LocalError(f"error while {doing}: {err.strerror or err}")
@@ -104,51 +84,15 @@ def _temp_names(directory: str, name: str, tag: str) -> Iterator[str]:
         yield os.path.join(directory, f".{short}.{i}.{tag}")
 
 
-def _create_temp(directory: str, name: str, tag: str, make: Callable[[str], T]) -> tuple[str, T]:
+def create_temp(directory: str, name: str, tag: str, make: Callable[[str], T]) -> tuple[str, T]:
     for path in _temp_names(directory, name, tag):
         try:
             return path, make(path)
         except FileExistsError:
             continue
         except OSError as err:
-            raise _io_error(err, f"creating a temporary file in {directory!r}") from None
+            raise io_error(err, f"creating a temporary file in {directory!r}") from None
     raise LocalError(f"too many leftover temporary files for {name!r} in {directory!r}")
-
-
-def _remove_tree(path: str) -> None:
-    """Delete a directory we created, even if a received mode made parts of it read-only or
-    unreadable. rmtree skips a folder it cannot open or list (mode 0o100, 0o300...), and its
-    ``func`` is then ``os.open`` or ``os.scandir``, which cannot be retried with the path
-    alone: such a folder is made readable and removed by a fresh rmtree, once."""
-    retried: set[str] = set()
-
-    def fix(func: Callable[..., object], failed: str, _exc: object) -> None:
-        try:
-            os.chmod(os.path.dirname(failed), 0o700)
-            is_dir = os.path.isdir(failed) and not os.path.islink(failed)
-            if is_dir:
-                os.chmod(failed, 0o700)
-            if func in (os.rmdir, os.unlink, os.remove):
-                func(failed)
-            elif is_dir and failed not in retried:
-                retried.add(failed)
-                _rmtree(failed, fix)
-        except OSError:
-            pass
-
-    if os.path.isdir(path) and not os.path.islink(path):
-        with contextlib.suppress(OSError):
-            os.chmod(path, 0o700)
-        _rmtree(path, fix)
-
-
-def _rmtree(path: str, fix: Callable[[Callable[..., object], str, object], None]) -> None:
-    """rmtree calling ``fix(func, path, error)`` on each failure: ``onexc`` from Python 3.12
-    (``onerror``, which passes the same first two arguments, is deprecated there)."""
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(path, onexc=fix)
-    else:
-        shutil.rmtree(path, onerror=fix)
 
 
 def _unlink_quietly(path: str | None) -> None:
@@ -219,7 +163,7 @@ class _DirectWriter:
         self._check()
         self._buffered()
         if self._current is not None and self._used:
-            _write_all(self._fd, self._current[: self._used])
+            write_all(self._fd, self._current[: self._used])
         self.close()
 
     def close(self) -> None:
@@ -253,14 +197,14 @@ class _DirectWriter:
 
     def _write(self, chunk: memoryview) -> None:
         try:
-            _write_all(self._fd, chunk)
+            write_all(self._fd, chunk)
         except OSError as err:
             if err.errno != errno.EINVAL or not self.active:
                 raise
             # The filesystem took the flag but not this write: go on without O_DIRECT.
             done = os.lseek(self._fd, 0, os.SEEK_CUR) - self._offset
             self._buffered()
-            _write_all(self._fd, chunk[done:])
+            write_all(self._fd, chunk[done:])
         self._offset += len(chunk)
 
     def _buffered(self) -> None:
@@ -332,10 +276,15 @@ def writeback_step(left: int) -> int:
     return WRITEBACK_EVERY if left > WRITEBACK_EVERY else WRITEBACK_LAST
 
 
-class _Offered:
+class Offered:
     """What a file spool and a folder unpacker share: exactly ``size`` bytes of ``what``,
     counted against the offer and hashed as they arrive (unless told not to, before the
-    first byte: see :meth:`_Sink.skip_hash`)."""
+    first byte: see :meth:`Sink.skip_hash`)."""
+
+    path: str
+    """The hidden temporary file or folder being filled."""
+    direct_io: bool
+    """Whether the first write should switch to O_DIRECT (only a big file ever does)."""
 
     def __init__(self, size: int, what: str) -> None:
         self.size = size
@@ -343,6 +292,18 @@ class _Offered:
         self.received = 0
         self.hash: Any = hashlib.sha256()
         self._closed = False
+
+    def write(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    def complete(self, expected_sha256: str | None) -> str | None:
+        """Check the count (and the hash, if known) and make the result durable; return the
+        hex digest (None when not hashing)."""
+        raise NotImplementedError
+
+    def discard(self) -> None:
+        """Close and remove everything written so far."""
+        raise NotImplementedError
 
     def _admit(self, data: Any) -> None:
         """Refuse ``data`` after close or past the offered size (before writing any of it)."""
@@ -370,18 +331,17 @@ class _Offered:
         return digest
 
 
-class _Spool(_Offered):
-    """Exactly ``size`` bytes into a fresh hidden file (see :class:`_Offered`).
+class _Spool(Offered):
+    """Exactly ``size`` bytes into a fresh hidden file (see :class:`Offered`).
 
     ``write`` may be called from a worker thread (one at a time); ``data`` may be any buffer.
     """
 
     def __init__(self, directory: str, name: str, tag: str, size: int, what: str) -> None:
         super().__init__(size, what)
-        self.path, self._fd = _create_temp(
-            directory, name, tag, lambda p: os.open(p, _OPEN_FLAGS, 0o666))
-        self.direct_io = size >= DIRECT_MIN_SIZE
-        """Whether the first write should switch to O_DIRECT (:class:`_DirectWriter`)."""
+        self.path, self._fd = create_temp(
+            directory, name, tag, lambda p: os.open(p, OPEN_FLAGS, 0o666))
+        self.direct_io = size >= DIRECT_MIN_SIZE  # see _DirectWriter
         self._direct: _DirectWriter | None = None
         self._writeback_from = 0  # page-cache writes: where the last write-back request ended
         self._writeback: _WriteBack | None = None
@@ -395,12 +355,12 @@ class _Spool(_Offered):
             if self._direct is not None:
                 self._direct.write(data)
             else:
-                _write_all(self._fd, data)
+                write_all(self._fd, data)
                 end = self.received + len(data)
                 if end >= self._writeback_from + writeback_step(self.size - end):
                     self._start_writeback(end)
         except OSError as err:
-            raise _io_error(err, f"writing {self.what}") from None
+            raise io_error(err, f"writing {self.what}") from None
         self._count(data)
 
     def _start_writeback(self, end: int) -> None:
@@ -421,7 +381,7 @@ class _Spool(_Offered):
             self._stop_writeback()
             os.fsync(self._fd)
         except OSError as err:
-            raise _io_error(err, f"writing {self.what}") from None
+            raise io_error(err, f"writing {self.what}") from None
         finally:
             self.close()
         return digest
@@ -446,11 +406,11 @@ class _Spool(_Offered):
         _unlink_quietly(self.path)
 
 
-class _Sink:
+class Sink:
     """Shared lifecycle: any failure in write/finish removes every temporary file, then raises."""
 
     target: str
-    _spool: _Spool | _Unpacker  # a file, or the folder a zip unpacks into
+    _spool: Offered  # a file, or the folder a zip unpacks into
     _state = "open"  # open -> finished | aborted
 
     @property
@@ -533,7 +493,7 @@ class _Sink:
         self.abort()
 
 
-class FileSink(_Sink):
+class FileSink(Sink):
     """Receive one file of ``filesize`` bytes to the absolute path ``target``.
 
     ``target`` normally comes from :func:`hilltop.transfer.target_path`. Bytes go to
@@ -553,290 +513,21 @@ class FileSink(_Sink):
             # A hard link fails if the name exists, so no race can make us overwrite anything.
             os.link(temp, self.target, follow_symlinks=False)
         except FileExistsError:
-            raise _appeared(self.target) from None
+            raise appeared(self.target) from None
         except OSError:
             # Filesystems without hard links (FAT, some network mounts): check, then rename.
             if os.path.lexists(self.target):
-                raise _appeared(self.target) from None
+                raise appeared(self.target) from None
             try:
                 os.replace(temp, self.target)
             except OSError as err:
-                raise _io_error(err, f"saving {self.target!r}") from None
+                raise io_error(err, f"saving {self.target!r}") from None
             return
         _unlink_quietly(temp)
 
 
-def _appeared(target: str) -> RejectedError:
+def appeared(target: str) -> RejectedError:
     return RejectedError(f"{target!r} appeared while receiving; refusing to overwrite it")
-
-
-class _EntryChecker:
-    """Checks entries one at a time as the zip arrives: names, clashes, kinds, totals.
-
-    Keys are the path normalised and case-folded, one string each (not tuples of parts: tens
-    of thousands of entries must not cost tens of MB); ``seen`` maps a key to the path that
-    claimed it, with a trailing "/" for a folder.
-    """
-
-    def __init__(self, offer: DirectoryOffer) -> None:
-        self._offer = offer
-        self._seen: dict[str, str] = {}
-        self._file_keys: set[str] = set()
-        # Hashes, not strings: a path MAX_PATH_DEPTH folders deep has as many prefixes of up
-        # to 4,000 bytes each (4 MB of names cost 500 MB as strings). A collision only refuses.
-        self._dir_keys: set[int] = set()
-        self._max_files = _slack(offer.numfiles, 100)
-        self._max_bytes = _slack(offer.numbytes, 1024 * 1024)
-        self.files = 0
-        self.bytes = 0
-
-    def local(self, name: str) -> str | None:
-        """The cleaned relative path for a member's local header (None for the ``./``
-        root entry official senders add for an empty directory)."""
-        parts = _safe_parts(name)
-        is_dir = name.endswith("/")
-        if not parts:
-            if is_dir:
-                return None
-            raise _refuse(name, "has an empty name")
-        path = "/".join(parts)
-        # Case-insensitive disks (macOS, Windows) would merge these, so they count as one.
-        # ("/" neither composes nor folds, so normalising the joined path equals doing it
-        # part by part.)
-        key = unicodedata.normalize("NFC", path).casefold()
-        if key == path:
-            key = path  # one string, not two, for the usual lower-case name
-        seen = self._seen
-        if key in seen:
-            earlier = seen[key]
-            if earlier.endswith("/") != is_dir:
-                raise _refuse(name, "is both a file and a folder")
-            if earlier.rstrip("/") == path:
-                raise _refuse(name, "appears twice")
-            raise _refuse(name, f"clashes with {ascii(earlier.rstrip('/'))} (one name on "
-                                "case-insensitive or Unicode-normalising disks)")
-        seen[key] = path + "/" if is_dir else path
-        slash = key.find("/")
-        while slash >= 0:
-            self._add_dir_key(key[:slash], name)
-            slash = key.find("/", slash + 1)
-        if is_dir:
-            self._add_dir_key(key, name)
-        else:
-            if hash(key) in self._dir_keys:
-                raise _refuse(name, "is both a file and a folder")
-            self._file_keys.add(key)
-            self.files += 1
-            if self.files > self._max_files:
-                raise ProtocolError(
-                    f"refusing the received folder: it holds more than {self._max_files} "
-                    f"files, but {self._offer.numfiles} were offered")
-        return path
-
-    def _add_dir_key(self, key: str, name: str) -> None:
-        if key in self._file_keys:
-            raise _refuse(name, "is both a file and a folder")
-        self._dir_keys.add(hash(key))
-
-    def wrote(self, nbytes: int) -> None:
-        self.bytes += nbytes
-        if self.bytes > self._max_bytes:
-            raise ProtocolError(
-                f"refusing the received folder: it unpacks to more than {self._max_bytes} "
-                f"bytes, but {self._offer.numbytes} were offered")
-
-    @staticmethod
-    def central(entry: CentralEntry) -> int | None:
-        """Refuse kinds a zip can declare only in its central directory; return the mode
-        to give the entry (None: leave the default)."""
-        name = entry.name
-        kind = stat.S_IFMT(entry.external_attr >> 16)
-        if kind == stat.S_IFLNK:
-            raise _refuse(name, "is a symbolic link")
-        if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
-            raise _refuse(name, "is a device, FIFO or socket")
-        if entry.flags & 0x1:
-            raise _refuse(name, "is encrypted")
-        perms = entry.external_attr >> 16 & 0o777
-        return perms if entry.create_system == 3 and perms else None
-
-
-class _Unpacker(_Offered):
-    """Unpacks a zip stream of exactly ``size`` bytes into a fresh hidden folder as it
-    arrives (see :class:`_Offered`), in the place of :class:`_Spool`.
-
-    Each member becomes a file the moment its local header arrives, so creating 10,000
-    files overlaps the transfer instead of following it, and the zip itself is never
-    stored. Nothing is visible under the final name until :meth:`DirectorySink.finish`.
-    ``write`` may be called from a worker thread (one at a time).
-    """
-
-    def __init__(self, directory: str, name: str, offer: DirectoryOffer) -> None:
-        super().__init__(offer.zipsize, f"the zip of {name!r}")
-        self.direct_io = False  # small files through the page cache; nothing to switch
-        self.path, _ = _create_temp(directory, name, "hilltop-dir",
-                                    lambda p: os.mkdir(p, 0o777))
-        self._reader = ZipStreamReader()
-        self._checker = _EntryChecker(offer)
-        self._made = {self.path}  # folders known to exist
-        self._fd: int | None = None  # the member being written
-        self._where = ""  # its path, for error messages
-        self._relative_paths: list[str] = []  # of each member, in archive order
-        self._central_index = 0
-        self._file_modes: list[tuple[str, int]] = []  # only those that need a chmod
-        self._new_file_mode: int | None = None  # what os.open gave the first file
-        self._dir_modes: list[tuple[str, int]] = []
-        self._trimmer = Trimmer()  # one buffer per member: keep the heap from fragmenting
-
-    def write(self, data: bytes) -> None:
-        self._admit(data)
-        self._count(data)
-        try:
-            for event in self._reader.feed(data):
-                self._handle(event)
-        except OSError as err:
-            raise _io_error(err, f"unpacking {ascii(self._where)}") from None
-
-    def _handle(self, event: object) -> None:
-        if isinstance(event, MemberData):
-            self._checker.wrote(len(event.data))  # before writing: never past the limit
-            if self._fd is not None:
-                _write_all(self._fd, event.data)
-            elif event.data:
-                raise ProtocolError(f"refusing the received folder: folder entry "
-                                    f"{ascii(self._where)} holds data")
-        elif isinstance(event, MemberStart):
-            self._start(event.name)
-        elif isinstance(event, MemberEnd):
-            if self._fd is not None:
-                fd, self._fd = self._fd, None
-                os.close(fd)
-            self._trimmer.moved(event.size)
-        elif isinstance(event, CentralEntry):
-            mode = self._checker.central(event)
-            relative = self._relative_paths[self._central_index]
-            self._central_index += 1
-            if mode is not None and relative:
-                if event.name.endswith("/"):
-                    self._dir_modes.append((relative, mode))
-                elif mode != self._new_file_mode:  # usually 0o644: no chmod for 10,000 files
-                    self._file_modes.append((relative, mode))
-
-    def _start(self, name: str) -> None:
-        self._where = name
-        relative = self._checker.local(name)
-        if relative is None:  # "./": the folder itself
-            self._relative_paths.append("")
-            return
-        self._relative_paths.append(relative)  # the checker keeps this same string
-        path = os.path.join(self.path, *relative.split("/"))
-        is_dir = name.endswith("/")
-        folder = path if is_dir else os.path.dirname(path)
-        if folder not in self._made:
-            os.makedirs(folder, 0o777, exist_ok=True)
-            self._made.add(folder)
-        if not is_dir:
-            self._fd = os.open(path, _OPEN_FLAGS, 0o666)
-            if self._new_file_mode is None:  # the umask's doing; it is the same for all
-                self._new_file_mode = stat.S_IMODE(os.fstat(self._fd).st_mode)
-
-    def complete(self, expected_sha256: str | None) -> str | None:
-        """Check the count, the archive's end and the hash; give entries their modes."""
-        digest = self._checked_digest(expected_sha256)
-        self._reader.close()
-        self.close()
-        try:
-            for relative, mode in self._file_modes:
-                os.chmod(os.path.join(self.path, relative), mode)
-            # Deepest first, and only now: a read-only folder could not have been filled.
-            for relative, mode in sorted(self._dir_modes, key=lambda d: d[0].count("/"),
-                                         reverse=True):
-                os.chmod(os.path.join(self.path, relative), mode)
-        except OSError as err:
-            raise _io_error(err, "setting permissions") from None
-        return digest
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            if self._fd is not None:
-                fd, self._fd = self._fd, None
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-
-    def discard(self) -> None:
-        self.close()
-        _remove_tree(self.path)
-
-
-class DirectorySink(_Sink):
-    """Receive a directory offer (a zip stream of ``offer.zipsize`` bytes) to ``target``.
-
-    The zip is unpacked as it arrives (:class:`_Unpacker`, :mod:`hilltop.zipreader`) into
-    ``.NAME.hilltop-dir`` beside the target, each entry checked before anything is created
-    for it, and that directory is renamed to ``NAME`` at the end. Any standard zip is
-    accepted: STORED or DEFLATED, zip64 or not, with or without data descriptors.
-    """
-
-    def __init__(self, target: str, offer: DirectoryOffer) -> None:
-        self.target = os.path.abspath(target)
-        self.offer = offer
-        self._name = os.path.basename(self.target)
-        self._parent = os.path.dirname(self.target)
-        self._spool = _Unpacker(self._parent, self._name, offer)
-
-    def _publish(self) -> None:
-        # mkdir is exclusive, and rename() onto an empty directory replaces it: together they
-        # never overwrite anything, even if the target appears while we extract.
-        source = self._spool.path
-        try:
-            os.mkdir(self.target, 0o700)
-        except FileExistsError:
-            raise _appeared(self.target) from None
-        except OSError as err:
-            raise _io_error(err, f"creating {self.target!r}") from None
-        try:
-            os.rename(source, self.target)
-        except OSError as err:
-            with contextlib.suppress(OSError):
-                os.rmdir(self.target)
-            if err.errno in (errno.EEXIST, errno.ENOTEMPTY):
-                raise _appeared(self.target) from None
-            raise _io_error(err, f"moving the received folder to {self.target!r}") from None
-
-
-def _refuse(name: str, why: str) -> ProtocolError:
-    shown = ascii(name if len(name) <= 80 else name[:77] + "...")
-    return ProtocolError(f"refusing the received folder: entry {shown} {why}")
-
-
-def _slack(declared: int, minimum: int) -> int:
-    return declared + declared // 10 + minimum
-
-
-def _safe_parts(name: str) -> tuple[str, ...]:
-    """Split a zip member name into path components, refusing anything that could escape."""
-    if "\\" in name:
-        raise _refuse(name, "contains a backslash")
-    if name.startswith("/"):
-        raise _refuse(name, "is an absolute path")
-    if _DRIVE.match(name):
-        raise _refuse(name, "starts with a drive letter")
-    parts = tuple(part for part in name.split("/") if part not in ("", "."))
-    if ".." in parts:
-        raise _refuse(name, "contains '..'")
-    for part in parts:
-        # printable ASCII (nearly every name) has no control characters: skip the slow scan
-        if not (part.isascii() and part.isprintable()) and any(
-                unicodedata.category(ch) == "Cc" for ch in part):
-            raise _refuse(name, "contains control characters")
-        if len(part.encode("utf-8", errors="surrogateescape")) > MAX_NAME_BYTES:
-            raise _refuse(name, f"has a component longer than {MAX_NAME_BYTES} bytes")
-    if len("/".join(parts).encode("utf-8", errors="surrogateescape")) > MAX_PATH_BYTES:
-        raise _refuse(name, "is too long a path")
-    if len(parts) > MAX_PATH_DEPTH:
-        raise _refuse(name, f"is nested more than {MAX_PATH_DEPTH} folders deep")
-    return parts
 
 
 class StreamSink:
@@ -854,7 +545,7 @@ class StreamSink:
         self._hash: Any = hashlib.sha256()
 
     def skip_hash(self) -> None:
-        """As :meth:`_Sink.skip_hash`: only before the first byte."""
+        """As :meth:`Sink.skip_hash`: only before the first byte."""
         if self.received:
             raise LocalError("internal error: skip_hash() after data arrived")
         self._hash = None

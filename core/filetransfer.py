@@ -29,8 +29,9 @@ if TYPE_CHECKING:  # the transit machinery is imported when a transfer starts, n
     import socket
 
     from hilltop.api import Wormhole
-    from hilltop.filesink import DirectorySink, FileSink, StreamSink
+    from hilltop.filesink import FileSink, StreamSink
     from hilltop.filesource import Source
+    from hilltop.foldersink import DirectorySink
     from hilltop.runner import TransitConnection, TransitRunner
 
 Progress = Callable[[int], None]
@@ -386,10 +387,12 @@ def plan_target(offer: transfer.FileOffer | transfer.DirectoryOffer, output: str
 
 def open_sink(offer: transfer.FileOffer | transfer.DirectoryOffer,
               target: str) -> FileSink | DirectorySink:
-    from hilltop.filesink import DirectorySink, FileSink
-
     if isinstance(offer, transfer.FileOffer):
+        from hilltop.filesink import FileSink
+
         return FileSink(target, offer.filesize)
+    from hilltop.foldersink import DirectorySink  # imports the zip reader: folders only
+
     return DirectorySink(target, offer)
 
 

@@ -295,7 +295,7 @@ def test_direct_io_is_chosen_at_the_first_write_and_can_be_declined(tmp_path: Pa
 def test_direct_falls_back_when_the_filesystem_refuses(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(filesink, "DIRECT_MIN_SIZE", 0)
     monkeypatch.setattr(filesink, "DIRECT_CHUNK", 4096)
-    real = filesink._write_all
+    real = filesink.write_all
     calls = {"n": 0}
 
     def picky(fd: int, data) -> None:
@@ -304,7 +304,7 @@ def test_direct_falls_back_when_the_filesystem_refuses(tmp_path: Path, monkeypat
             raise OSError(errno.EINVAL, "Invalid argument")
         real(fd, data)
 
-    monkeypatch.setattr(filesink, "_write_all", picky)
+    monkeypatch.setattr(filesink, "write_all", picky)
     data = os.urandom(4096 * 5 + 10)
     sink = FileSink(str(tmp_path / "f"), len(data))
     sink.write(data)
@@ -319,7 +319,7 @@ def test_direct_disk_full_is_clear(tmp_path: Path, monkeypatch) -> None:
     def full(fd: int, data) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(filesink, "_write_all", full)
+    monkeypatch.setattr(filesink, "write_all", full)
     sink = FileSink(str(tmp_path / "f"), 10 * 4096)
     with pytest.raises(filesink.DiskFullError):
         for _ in range(10):

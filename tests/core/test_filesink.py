@@ -7,16 +7,19 @@ import hashlib
 import io
 import os
 import stat
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 from zipstream.ng import ZipStream, walk
 
-from hilltop import filesink
+from hilltop import filesink, foldersink
 from hilltop.errors import DiskFullError, ProtocolError, RejectedError
-from hilltop.filesink import DirectorySink, FileSink
+from hilltop.filesink import FileSink
 from hilltop.filesource import open_source
+from hilltop.foldersink import DirectorySink
 from hilltop.transfer import DirectoryOffer
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -206,7 +209,7 @@ def test_very_long_name_still_gets_a_temp_name(box: Path) -> None:
 
 
 def disk_fills_after(monkeypatch, calls: int) -> None:
-    real = filesink._write_all
+    real = filesink.write_all
     count = {"n": 0}
 
     def write_all(fd: int, data: bytes) -> None:
@@ -215,7 +218,7 @@ def disk_fills_after(monkeypatch, calls: int) -> None:
             raise OSError(errno.ENOSPC, "No space left on device")
         real(fd, data)
 
-    monkeypatch.setattr(filesink, "_write_all", write_all)
+    monkeypatch.setattr(filesink, "write_all", write_all)
 
 
 def test_disk_full_is_clear_and_leaves_nothing(box: Path, monkeypatch) -> None:
@@ -348,7 +351,7 @@ def test_read_only_folders_are_created_and_cleaned(box: Path) -> None:
 UNREADABLE_FOLDERS = """
 import io, os, sys, zipfile
 from hilltop.errors import RejectedError
-from hilltop.filesink import DirectorySink
+from hilltop.foldersink import DirectorySink
 from hilltop.transfer import DirectoryOffer
 buf = io.BytesIO()
 with zipfile.ZipFile(buf, "w") as zf:
@@ -458,8 +461,8 @@ def test_more_unpacked_bytes_than_offered_refused(tmp_path: Path, box: Path,
     data = zip_bytes([("bomb", big, 0o100644)], zipfile.ZIP_DEFLATED)
     assert len(data) < 100_000
     written = []
-    real = filesink._write_all
-    monkeypatch.setattr(filesink, "_write_all",
+    real = filesink.write_all
+    monkeypatch.setattr(filesink, "write_all",
                         lambda fd, chunk: (written.append(len(chunk)), real(fd, chunk)))
     assert_refused(tmp_path, box, data, "unpacks to more than 1048587 bytes, but 10 were",
                    offer_for(data, numbytes=10))
@@ -531,7 +534,7 @@ def test_deep_paths_do_not_cost_memory_per_prefix() -> None:
     deep cost 500 KB."""
     import tracemalloc
 
-    checker = filesink._EntryChecker(DirectoryOffer("recv", 10**9, 0, 40))
+    checker = foldersink._EntryChecker(DirectoryOffer("recv", 10**9, 0, 40))
     tracemalloc.start()
     try:
         for i in range(40):
@@ -614,3 +617,20 @@ def test_directory_temp_names_are_hidden(box: Path) -> None:
         sink.write(data[:10])
         assert os.listdir(box) == [".recv.hilltop-dir"]
     assert os.listdir(box) == []
+
+
+def test_receiving_a_file_does_not_import_the_zip_reader(tmp_path: Path) -> None:
+    """The sink is opened after the offer arrived, while the sender waits for our answer:
+    the folder unpacker and its zip reader are imported only for a folder."""
+    probe = (
+        "import sys\n"
+        "from hilltop import filetransfer, transfer\n"
+        f"sink = filetransfer.open_sink(transfer.FileOffer('f', 1), {str(tmp_path / 'f')!r})\n"
+        "sink.write(b'x')\n"
+        "sink.finish()\n"
+        "print('hilltop.zipreader' in sys.modules, 'hilltop.foldersink' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False"]
+    assert (tmp_path / "f").read_bytes() == b"x"

@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 from zip_writers import Unseekable, every_writer
 from zipstream.ng import ZipStream
 
-from hilltop import filesink
+from hilltop import filesink, foldersink
 from hilltop.errors import HilltopError, ProtocolError
-from hilltop.filesink import DirectorySink
+from hilltop.foldersink import DirectorySink
 from hilltop.transfer import DirectoryOffer
 from hilltop.zipreader import (
     ArchiveEnd,
@@ -234,7 +234,8 @@ def unpack(data: bytes, sizes: list[int], zipsize: int | None = None,
         (outer / "bystander.txt").write_text("untouched")
         sink = DirectorySink(str(box / "recv"), offer)
         guard = _GuardedOs(os.path.realpath(sink.temp_path), os.path.realpath(box / "recv"))
-        real_os, filesink.os = filesink.os, guard  # type: ignore[assignment]
+        real_os = os
+        filesink.os = foldersink.os = guard  # type: ignore[assignment]
         scratch = bytearray(max(map(len, chunks(data, sizes)), default=0))
         try:
             for part in chunks(data, sizes):
@@ -249,7 +250,7 @@ def unpack(data: bytes, sizes: list[int], zipsize: int | None = None,
             assert sorted(os.listdir(outer)) == ["box", "bystander.txt"]
             return None
         finally:
-            filesink.os = real_os
+            filesink.os = foldersink.os = real_os
         assert os.listdir(box) == ["recv"]
         return tree(box / "recv")
 
@@ -413,17 +414,17 @@ def test_deflate_bomb_stops_at_the_offered_bytes() -> None:
         zf.writestr("bomb", b"\0" * (20 * 1024 * 1024))
     data = buf.getvalue()
     written: list[int] = []
-    real = filesink._write_all
+    real = filesink.write_all
 
     def counting(fd: int, chunk: bytes) -> None:
         written.append(len(chunk))
         real(fd, chunk)
 
-    filesink._write_all = counting
+    filesink.write_all = counting
     try:
         assert unpack(data, [len(data)], numbytes=10, numfiles=1) is None
     finally:
-        filesink._write_all = real
+        filesink.write_all = real
     assert max(written) <= 1024 * 1024
     assert sum(written) <= 10 + 1024 * 1024 + 1024 * 1024
 
