@@ -252,7 +252,19 @@ def report(title: str, official: Series, hilltop: Series, size: int | None) -> s
             f"{s.median(lambda r: r.receiver.cpu):5.2f} s")
     ratio = official.median(lambda r: r.wall) / hilltop.median(lambda r: r.wall)
     lines.append(f"  ratio {official.label} / {hilltop.label} = {ratio:.2f}x")
+    lines.append(pair_ratios(official, hilltop))
     return "\n".join(lines)
+
+
+def pair_ratios(official: Series, hilltop: Series) -> str:
+    """Each A/B pair's own ratio: the two runs of a pair are back to back, so drift in the
+    machine (page-cache cost, a slower host) mostly cancels in it. Their spread says how
+    much a ratio near 1.0 can be trusted; the median of the medians above does not."""
+    ratios = [a.wall / b.wall for a, b in zip(official.runs, hilltop.runs, strict=False)]
+    faster = sum(r > 1.0 for r in ratios)
+    return (f"  pair ratios {' '.join(f'{r:.2f}' for r in ratios)}   median "
+            f"{statistics.median(ratios):.2f}x, {hilltop.label} faster in {faster} of "
+            f"{len(ratios)} pairs")
 
 
 def compile_like_an_install() -> None:
