@@ -3,7 +3,7 @@
 Both sinks write under a hidden temporary name in the target's own directory
 (``.NAME.hilltop-part`` for a file, ``.NAME.hilltop-dir`` for a directory), so the final step
 is a rename on one filesystem and a crash leaves only dot-files that are plainly not the
-transfer. The final name appears only after exactly the offered number of bytes arrived, and
+transfer (the next receive of that name clears them: :mod:`hilltop.partials`). The final name appears only after exactly the offered number of bytes arrived, and
 an existing path is never replaced, even one that appeared while we were receiving.
 
 A received folder (a zip, hostile input) is unpacked by :mod:`hilltop.foldersink`, on the
@@ -19,9 +19,9 @@ import errno
 import hashlib
 import mmap
 import os
-from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from hilltop import partials
 from hilltop.errors import (
     DiskFullError,
     HilltopError,
@@ -29,7 +29,6 @@ from hilltop.errors import (
     ProtocolError,
     RejectedError,
 )
-from hilltop.transfer import MAX_NAME_BYTES
 
 T = TypeVar("T")
 
@@ -57,10 +56,6 @@ our ack against 1 ms for an official receiver's, which does not sync. Asking eve
 the end brought it to 2.7 ms; asking that often all along would wake the thread eight
 times as often for nothing."""
 _O_DIRECT = getattr(os, "O_DIRECT", 0)
-OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(
-    os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
-
-
 def write_all(fd: int, data: bytes) -> None:
     """Write every byte (os.write may write fewer); a seam tests use to simulate a full disk."""
     view = memoryview(data)
@@ -73,26 +68,6 @@ def io_error(err: OSError, doing: str) -> HilltopError:
     if err.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
         return DiskFullError(f"disk full while {doing}; the partial data was removed")
     return LocalError(f"error while {doing}: {err.strerror or err}")
-
-
-def _temp_names(directory: str, name: str, tag: str) -> Iterator[str]:
-    """Hidden candidate names, shortened so they still fit in NAME_MAX."""
-    room = MAX_NAME_BYTES - len(tag) - 8
-    short = name.encode("utf-8")[:room].decode("utf-8", errors="ignore")
-    yield os.path.join(directory, f".{short}.{tag}")
-    for i in range(1, 100):
-        yield os.path.join(directory, f".{short}.{i}.{tag}")
-
-
-def create_temp(directory: str, name: str, tag: str, make: Callable[[str], T]) -> tuple[str, T]:
-    for path in _temp_names(directory, name, tag):
-        try:
-            return path, make(path)
-        except FileExistsError:
-            continue
-        except OSError as err:
-            raise io_error(err, f"creating a temporary file in {directory!r}") from None
-    raise LocalError(f"too many leftover temporary files for {name!r} in {directory!r}")
 
 
 def _unlink_quietly(path: str | None) -> None:
@@ -337,10 +312,12 @@ class _Spool(Offered):
     ``write`` may be called from a worker thread (one at a time); ``data`` may be any buffer.
     """
 
-    def __init__(self, directory: str, name: str, tag: str, size: int, what: str) -> None:
+    def __init__(self, directory: str, name: str, size: int, what: str) -> None:
         super().__init__(size, what)
-        self.path, self._fd = create_temp(
-            directory, name, tag, lambda p: os.open(p, OPEN_FLAGS, 0o666))
+        try:
+            self.path, self._fd = partials.claim_file(directory, name)
+        except OSError as err:
+            raise io_error(err, f"creating a temporary file in {directory!r}") from None
         self.direct_io = size >= DIRECT_MIN_SIZE  # see _DirectWriter
         self._direct: _DirectWriter | None = None
         self._writeback_from = 0  # page-cache writes: where the last write-back request ended
@@ -504,7 +481,7 @@ class FileSink(Sink):
         self.target = os.path.abspath(target)
         self.filesize = filesize
         name = os.path.basename(self.target)
-        self._spool = _Spool(os.path.dirname(self.target), name, "hilltop-part", filesize,
+        self._spool = _Spool(os.path.dirname(self.target), name, filesize,
                              repr(name))
 
     def _publish(self) -> None:

@@ -20,16 +20,14 @@ import contextlib
 import errno
 import os
 import re
-import shutil
 import stat
-import sys
 import unicodedata
-from collections.abc import Callable
 
 from hilltop import filesink  # filesink.write_all: the seam tests patch for a full disk
 from hilltop.errors import ProtocolError
-from hilltop.filesink import OPEN_FLAGS, Offered, Sink, appeared, create_temp, io_error
+from hilltop.filesink import Offered, Sink, appeared, io_error
 from hilltop.memory import Trimmer
+from hilltop.partials import OPEN_FLAGS, claim_folder, remove_tree
 from hilltop.transfer import MAX_NAME_BYTES, DirectoryOffer
 from hilltop.zipreader import CentralEntry, MemberData, MemberEnd, MemberStart, ZipStreamReader
 
@@ -40,42 +38,6 @@ MAX_PATH_DEPTH = 256
 per level, and Linux allows 2,000 levels in PATH_MAX (RecursionError, and a folder left)."""
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
-
-
-def _remove_tree(path: str) -> None:
-    """Delete a directory we created, even if a received mode made parts of it read-only or
-    unreadable. rmtree skips a folder it cannot open or list (mode 0o100, 0o300...), and its
-    ``func`` is then ``os.open`` or ``os.scandir``, which cannot be retried with the path
-    alone: such a folder is made readable and removed by a fresh rmtree, once."""
-    retried: set[str] = set()
-
-    def fix(func: Callable[..., object], failed: str, _exc: object) -> None:
-        try:
-            os.chmod(os.path.dirname(failed), 0o700)
-            is_dir = os.path.isdir(failed) and not os.path.islink(failed)
-            if is_dir:
-                os.chmod(failed, 0o700)
-            if func in (os.rmdir, os.unlink, os.remove):
-                func(failed)
-            elif is_dir and failed not in retried:
-                retried.add(failed)
-                _rmtree(failed, fix)
-        except OSError:
-            pass
-
-    if os.path.isdir(path) and not os.path.islink(path):
-        with contextlib.suppress(OSError):
-            os.chmod(path, 0o700)
-        _rmtree(path, fix)
-
-
-def _rmtree(path: str, fix: Callable[[Callable[..., object], str, object], None]) -> None:
-    """rmtree calling ``fix(func, path, error)`` on each failure: ``onexc`` from Python 3.12
-    (``onerror``, which passes the same first two arguments, is deprecated there)."""
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(path, onexc=fix)
-    else:
-        shutil.rmtree(path, onerror=fix)
 
 
 class _EntryChecker:
@@ -182,8 +144,10 @@ class _Unpacker(Offered):
     def __init__(self, directory: str, name: str, offer: DirectoryOffer) -> None:
         super().__init__(offer.zipsize, f"the zip of {name!r}")
         self.direct_io = False  # small files through the page cache; nothing to switch
-        self.path, _ = create_temp(directory, name, "hilltop-dir",
-                                    lambda p: os.mkdir(p, 0o777))
+        try:
+            self.path, self._claim = claim_folder(directory, name)
+        except OSError as err:
+            raise io_error(err, f"creating a temporary folder in {directory!r}") from None
         self._reader = ZipStreamReader()
         self._checker = _EntryChecker(offer)
         self._made = {self.path}  # folders known to exist
@@ -274,7 +238,12 @@ class _Unpacker(Offered):
 
     def discard(self) -> None:
         self.close()
-        _remove_tree(self.path)
+        remove_tree(self.path)
+        self.release()
+
+    def release(self) -> None:
+        """Let go of the folder's lock: it was renamed into place, or removed."""
+        self._claim.release()
 
 
 class DirectorySink(Sink):
@@ -305,6 +274,7 @@ class DirectorySink(Sink):
             raise io_error(err, f"creating {self.target!r}") from None
         try:
             os.rename(source, self.target)
+            self._spool.release()
         except OSError as err:
             with contextlib.suppress(OSError):
                 os.rmdir(self.target)

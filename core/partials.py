@@ -1,0 +1,184 @@
+"""Hidden temporaries for what is being received, and clearing those a dead receiver left.
+
+A receiver fills ``.NAME.hilltop-part`` (a file) or ``.NAME.hilltop-dir`` (a folder) beside
+the target and renames it only once everything arrived and checked out. A receiver that is
+killed (SIGKILL, a crash, a power cut) cannot remove its own, and such leftovers piled up
+under ``.NAME.1.hilltop-part``, ``.NAME.2...``, each as big as that transfer had got.
+
+So a receiver holds an ``flock`` on its temporary for as long as it fills it, and a later
+one that finds the name taken removes what is there only if nobody holds that lock and it
+has not changed for :data:`STALE_AFTER` seconds (the age closes the instant between a live
+receiver creating the name and locking it). Anything else (a live receiver's temporary, a
+symlink, a file where a folder is expected) is left alone and the next name is used. Where
+locks are not available nothing is ever removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+from hilltop.errors import LocalError
+from hilltop.transfer import MAX_NAME_BYTES
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock, so leftovers are never removed
+    fcntl = None  # type: ignore[assignment]
+
+T = TypeVar("T")
+
+STALE_AFTER = 30.0
+"""Seconds a leftover must be unchanged (and unlocked) before a receiver removes it."""
+FILE_TAG = "hilltop-part"
+FOLDER_TAG = "hilltop-dir"
+OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(
+    os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+"""How every received file is created: exclusively, never through a symlink."""
+_PEEK_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(
+    os, "O_NONBLOCK", 0)
+
+
+class Claim:
+    """The lock on a folder temporary we fill (a file's lock lives on its own descriptor)."""
+
+    def __init__(self, fd: int | None) -> None:
+        self._fd = fd
+
+    def release(self) -> None:
+        """Let go of the lock (safe to call twice): the temporary is renamed or removed."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def claim_file(directory: str, name: str) -> tuple[str, int]:
+    """Create ``.NAME.hilltop-part`` (or the first free ``.NAME.N.hilltop-part``) in
+    ``directory``; returns its path and a write descriptor that holds its lock.
+    Raises OSError (or LocalError after 100 names)."""
+    path, fd = _create(directory, name, FILE_TAG, lambda p: os.open(p, OPEN_FLAGS, 0o666),
+                       stat.S_ISREG, os.unlink)
+    _lock(fd)
+    return path, fd
+
+
+def claim_folder(directory: str, name: str) -> tuple[str, Claim]:
+    """Create the folder ``.NAME.hilltop-dir`` (or the first free name) and lock it."""
+    path, _ = _create(directory, name, FOLDER_TAG, lambda p: os.mkdir(p, 0o777), stat.S_ISDIR,
+                      remove_tree)
+    try:
+        fd = os.open(path, _PEEK_FLAGS)
+    except OSError:  # an odd umask left it unreadable: unlocked, so maybe removed one day
+        return path, Claim(None)
+    if not _lock(fd):
+        os.close(fd)
+        return path, Claim(None)
+    return path, Claim(fd)
+
+
+def _temp_names(directory: str, name: str, tag: str) -> Iterator[str]:
+    """Hidden candidate names, shortened so they still fit in NAME_MAX."""
+    room = MAX_NAME_BYTES - len(tag) - 8
+    short = name.encode("utf-8")[:room].decode("utf-8", errors="ignore")
+    yield os.path.join(directory, f".{short}.{tag}")
+    for i in range(1, 100):
+        yield os.path.join(directory, f".{short}.{i}.{tag}")
+
+
+def _create(directory: str, name: str, tag: str, make: Callable[[str], T],
+            is_kind: Callable[[int], bool], remove: Callable[[str], None]) -> tuple[str, T]:
+    for path in _temp_names(directory, name, tag):
+        try:
+            return path, make(path)
+        except FileExistsError:
+            if not _remove_if_stale(path, is_kind, remove):
+                continue
+        try:  # the leftover is gone: its name is ours unless another receiver was quicker
+            return path, make(path)
+        except FileExistsError:
+            continue
+    raise LocalError(f"too many leftover temporary files for {name!r} in {directory!r}")
+
+
+def _lock(fd: int) -> bool:
+    if fcntl is None:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def _remove_if_stale(path: str, is_kind: Callable[[int], bool],
+                     remove: Callable[[str], None]) -> bool:
+    """Remove ``path`` if it is a leftover of ours that nobody fills any more; returns
+    whether the name is free now."""
+    if fcntl is None:
+        return False
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    if not is_kind(st.st_mode) or time.time() - st.st_mtime < STALE_AFTER:
+        return False
+    try:
+        fd = os.open(path, _PEEK_FLAGS)
+    except OSError:
+        return False
+    try:
+        if not _lock(fd):
+            return False  # a live receiver holds it
+        if not os.path.samestat(os.fstat(fd), st):
+            return False  # replaced since the lstat: look again next time
+        remove(path)
+        return not os.path.lexists(path)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def remove_tree(path: str) -> None:
+    """Delete a directory we created, even if a received mode made parts of it read-only or
+    unreadable. rmtree skips a folder it cannot open or list (mode 0o100, 0o300...), and its
+    ``func`` is then ``os.open`` or ``os.scandir``, which cannot be retried with the path
+    alone: such a folder is made readable and removed by a fresh rmtree, once."""
+    retried: set[str] = set()
+
+    def fix(func: Callable[..., object], failed: str, _exc: object) -> None:
+        try:
+            os.chmod(os.path.dirname(failed), 0o700)
+            is_dir = os.path.isdir(failed) and not os.path.islink(failed)
+            if is_dir:
+                os.chmod(failed, 0o700)
+            if func in (os.rmdir, os.unlink, os.remove):
+                func(failed)
+            elif is_dir and failed not in retried:
+                retried.add(failed)
+                _rmtree(failed, fix)
+        except OSError:
+            pass
+
+    if os.path.isdir(path) and not os.path.islink(path):
+        with contextlib.suppress(OSError):
+            os.chmod(path, 0o700)
+        _rmtree(path, fix)
+
+
+def _rmtree(path: str, fix: Callable[[Callable[..., object], str, object], None]) -> None:
+    """rmtree calling ``fix(func, path, error)`` on each failure: ``onexc`` from Python 3.12
+    (``onerror``, which passes the same first two arguments, is deprecated there)."""
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=fix)
+    else:
+        shutil.rmtree(path, onerror=fix)
