@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from fresh_interpreter import run_fresh
 
 from hilltop.config import config_path, read_table
 from hilltop.errors import LocalError
@@ -42,7 +41,4 @@ def test_a_text_send_loads_no_plugin_machinery() -> None:
         "except SystemExit:\n"
         "    pass\n"
         "print('pluggy' in sys.modules, 'hilltop.plugins' in sys.modules)\n")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                         timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["False", "False"]
+    assert run_fresh(probe).split() == ["False", "False"]

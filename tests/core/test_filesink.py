@@ -13,6 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from fresh_interpreter import run_fresh
 from zipstream.ng import ZipStream, walk
 
 from hilltop import filesink, foldersink
@@ -377,8 +378,6 @@ def test_unreadable_folders_are_cleaned_after_a_late_failure(box: Path) -> None:
     retrying rmtree's failed os.open raised TypeError instead of the real error. Root
     ignores modes, so as root this runs without the capability to do so."""
     import shutil
-    import subprocess
-    import sys
 
     command = [sys.executable, "-c", UNREADABLE_FOLDERS, str(box)]
     if os.geteuid() == 0:
@@ -629,8 +628,5 @@ def test_receiving_a_file_does_not_import_the_zip_reader(tmp_path: Path) -> None
         "sink.write(b'x')\n"
         "sink.finish()\n"
         "print('hilltop.zipreader' in sys.modules, 'hilltop.foldersink' in sys.modules)\n")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                         timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["False", "False"]
+    assert run_fresh(probe).split() == ["False", "False"]
     assert (tmp_path / "f").read_bytes() == b"x"

@@ -5,9 +5,9 @@ Run in a fresh interpreter: whether pyOpenSSL is loaded depends on the process's
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
+
+from fresh_interpreter import run_fresh
 
 SEND = textwrap.dedent("""
     import sys
@@ -55,10 +55,7 @@ WSS = textwrap.dedent("""
 
 
 def _run(probe: str) -> dict[str, str]:
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                         timeout=60)
-    assert out.returncode == 0, out.stderr
-    return dict(line.split(": ", 1) for line in out.stdout.splitlines())
+    return dict(line.split(": ", 1) for line in run_fresh(probe).splitlines())
 
 
 def test_a_send_runs_without_openssl() -> None:
@@ -80,7 +77,4 @@ def test_library_imports_are_left_alone() -> None:
     """Without the CLI's opt-in, Twisted is imported exactly as usual."""
     probe = ("import sys, hilltop.api; from hilltop.reactor import install_asyncio_reactor; "
              "install_asyncio_reactor(); print('OpenSSL' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                         timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "True"
+    assert run_fresh(probe).strip() == "True"
