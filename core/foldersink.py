@@ -255,6 +255,8 @@ class DirectorySink(Sink):
     accepted: STORED or DEFLATED, zip64 or not, with or without data descriptors.
     """
 
+    _spool: _Unpacker
+
     def __init__(self, target: str, offer: DirectoryOffer) -> None:
         self.target = os.path.abspath(target)
         self.offer = offer

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from zip_writers import Unseekable, every_writer
 from zipstream.ng import ZipStream
 
-from hilltop import filesink, foldersink
+from hilltop import filesink, foldersink, partials
 from hilltop.errors import HilltopError, ProtocolError
 from hilltop.foldersink import DirectorySink
 from hilltop.transfer import DirectoryOffer
@@ -235,7 +235,7 @@ def unpack(data: bytes, sizes: list[int], zipsize: int | None = None,
         sink = DirectorySink(str(box / "recv"), offer)
         guard = _GuardedOs(os.path.realpath(sink.temp_path), os.path.realpath(box / "recv"))
         real_os = os
-        filesink.os = foldersink.os = guard  # type: ignore[assignment]
+        filesink.os = foldersink.os = partials.os = guard  # type: ignore[assignment]
         scratch = bytearray(max(map(len, chunks(data, sizes)), default=0))
         try:
             for part in chunks(data, sizes):
@@ -250,7 +250,7 @@ def unpack(data: bytes, sizes: list[int], zipsize: int | None = None,
             assert sorted(os.listdir(outer)) == ["box", "bystander.txt"]
             return None
         finally:
-            filesink.os = foldersink.os = real_os
+            filesink.os = foldersink.os = partials.os = real_os
         assert os.listdir(box) == ["recv"]
         return tree(box / "recv")
 
