@@ -73,14 +73,9 @@ def claim_folder(directory: str, name: str) -> tuple[str, Claim]:
     """Create the folder ``.NAME.hilltop-dir`` (or the first free name) and lock it."""
     path, _ = _create(directory, name, FOLDER_TAG, lambda p: os.mkdir(p, 0o777), stat.S_ISDIR,
                       remove_tree)
-    try:
-        fd = os.open(path, _PEEK_FLAGS)
-    except OSError:  # an odd umask left it unreadable: unlocked, so maybe removed one day
-        return path, Claim(None)
-    if not _lock(fd):
-        os.close(fd)
-        return path, Claim(None)
-    return path, Claim(fd)
+    # None only if an odd umask left it unreadable or locks are missing: unlocked, so it
+    # could be taken for a leftover once unchanged for STALE_AFTER
+    return path, Claim(_open_locked(path))
 
 
 def _temp_names(directory: str, name: str, tag: str) -> Iterator[str]:
@@ -107,6 +102,19 @@ def _create(directory: str, name: str, tag: str, make: Callable[[str], T],
     raise LocalError(f"too many leftover temporary files for {name!r} in {directory!r}")
 
 
+def _open_locked(path: str) -> int | None:
+    """A descriptor of ``path`` holding its lock, or None if it cannot be opened or someone
+    else holds the lock."""
+    try:
+        fd = os.open(path, _PEEK_FLAGS)
+    except OSError:
+        return None
+    if not _lock(fd):
+        os.close(fd)
+        return None
+    return fd
+
+
 def _lock(fd: int) -> bool:
     if fcntl is None:
         return False
@@ -131,13 +139,10 @@ def _remove_if_stale(path: str, is_kind: Callable[[int], bool],
         return False
     if not is_kind(st.st_mode) or time.time() - st.st_mtime < STALE_AFTER:
         return False
+    fd = _open_locked(path)
+    if fd is None:
+        return False  # a live receiver holds it, or it cannot be opened
     try:
-        fd = os.open(path, _PEEK_FLAGS)
-    except OSError:
-        return False
-    try:
-        if not _lock(fd):
-            return False  # a live receiver holds it
         if not os.path.samestat(os.fstat(fd), st):
             return False  # replaced since the lstat: look again next time
         remove(path)
