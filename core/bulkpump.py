@@ -47,12 +47,19 @@ SEND_BATCH = 1024 * 1024
 """Plaintext bytes sealed before one ``send``: fewer, bigger syscalls."""
 RECEIVE_BUFFER = 1024 * 1024
 """Bytes of the receive buffer; frames bigger than it (never ours) get a bigger one."""
-WAKE_AFTER = 256 * 1024
-"""Bytes the kernel gathers before it wakes the receiving thread (``SO_RCVLOWAT``). Without
-it, a sender that writes small records (official magic-wormhole writes one ``send`` per
-16 KiB record) woke our thread ~30,000 times per GiB, and each wake-up costs both sides CPU;
-with it, ~3,500 ``recv`` calls per GiB and 0.4 s less receiver CPU."""
-FINAL_STRETCH = 2 * WAKE_AFTER
+WAKE_AFTER = 1024 * 1024
+"""Bytes the kernel gathers before it wakes the receiving thread (``SO_RCVLOWAT``).
+
+Why: a receiver faster than its sender sleeps between arrivals, and each time it does the
+sender's kernel has to wake it, from the sender's own send() over loopback: a scheduler
+wake-up and an interprocessor interrupt, dear in a virtual machine. Without a threshold, an
+official magic-wormhole sender (one ``send`` per 16 KiB record) woke our thread ~30,000
+times per GiB; at 256 KiB it still did ~3,600 times (``perf stat``: as many IPIs sent) and
+used 0.2-0.3 s more CPU than beside an official receiver, which is never asleep because it
+is slower than the sender; that pair runs at the sender's pace, so its time went up by as
+much. At 1 MiB: ~1,100 wake-ups, the sender's CPU as beside an official receiver, the pair
+~6% faster (bench/README). Larger thresholds gained nothing more."""
+FINAL_STRETCH = WAKE_AFTER + 256 * 1024
 """Once no more than this is left to come, the receiving thread wakes on every byte again.
 
 Why: a sender with Nagle's algorithm on (official magic-wormhole and the transit relay do
@@ -62,7 +69,7 @@ when the delayed-ACK timer fires, 40 ms later. Waiting for :data:`WAKE_AFTER` by
 the last ones were held that way cost every transfer from an official sender ~42 ms at the
 end (traced: the last ``recv`` waited 42.7 ms for 280 KB). Reading each arrival, as
 official's receiver does, acknowledges the partial segment at once. The held tail is under
-one segment (64 KiB even on loopback), so twice :data:`WAKE_AFTER` leaves room."""
+one segment (64 KiB even on loopback), so :data:`WAKE_AFTER` and 256 KiB more leaves room."""
 WAIT_SECONDS = REPORT_SECONDS
 """How long one blocked ``send``/``recv`` waits before looking at the stop flag again, and a
 receiver waits for :data:`WAKE_AFTER` bytes before it takes what there is (a slow link)."""

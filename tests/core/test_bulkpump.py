@@ -313,8 +313,12 @@ async def test_a_sender_that_waits_to_be_read_before_its_last_bytes_is_not_kept_
     monkeypatch.setattr(bulkpump, "WAIT_SECONDS", 30.0)  # no time-out rescues a stuck wait
     s, r, cs, cr = await connected_pair(reactor)
     record = b"n" * 16 * 1024  # what official senders send
-    phases = [20, 10, 10]  # 10 records (164 KB) is less than WAKE_AFTER, all of it is left
+    # The first phase starts above FINAL_STRETCH (the thread waits for WAKE_AFTER bytes); the
+    # last two are each less than WAKE_AFTER and lie within the final stretch.
+    phases = [bulkpump.FINAL_STRETCH // len(record) + 10, 10, 10]
     size = sum(phases) * len(record)
+    assert size > bulkpump.FINAL_STRETCH
+    assert 10 * (len(record) + 44) < bulkpump.WAKE_AFTER
     assert sum(phases[1:]) * (len(record) + 44) <= bulkpump.FINAL_STRETCH
     sink = FileSink(str(tmp_path / "dst"), size)
     receiving = defer.ensureDeferred(filetransfer._receive_bulk(
