@@ -25,6 +25,7 @@ Progress goes to the reactor thread every :data:`REPORT_EVERY` bytes or
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import socket
 import threading
 import time
@@ -48,17 +49,23 @@ SEND_BATCH = 1024 * 1024
 RECEIVE_BUFFER = 1024 * 1024
 """Bytes of the receive buffer; frames bigger than it (never ours) get a bigger one."""
 WAKE_AFTER = 1024 * 1024
-"""Bytes the kernel gathers before it wakes the receiving thread (``SO_RCVLOWAT``).
+"""Bytes the kernel gathers before it wakes the receiving thread (``SO_RCVLOWAT``), when the
+sender runs on this machine (:func:`same_host`); otherwise the thread wakes on every arrival.
 
-Why: a receiver faster than its sender sleeps between arrivals, and each time it does the
-sender's kernel has to wake it, from the sender's own send() over loopback: a scheduler
-wake-up and an interprocessor interrupt, dear in a virtual machine. Without a threshold, an
-official magic-wormhole sender (one ``send`` per 16 KiB record) woke our thread ~30,000
-times per GiB; at 256 KiB it still did ~3,600 times (``perf stat``: as many IPIs sent) and
-used 0.2-0.3 s more CPU than beside an official receiver, which is never asleep because it
-is slower than the sender; that pair runs at the sender's pace, so its time went up by as
-much. At 1 MiB: ~1,100 wake-ups, the sender's CPU as beside an official receiver, the pair
-~6% faster (bench/README). Larger thresholds gained nothing more."""
+Why a threshold: a receiver faster than its sender sleeps between arrivals, and each time it
+does the sender's kernel has to wake it, from the sender's own ``send`` over loopback: a
+scheduler wake-up and an interprocessor interrupt, dear in a virtual machine. Without a
+threshold, an official magic-wormhole sender (one ``send`` per 16 KiB record) woke our
+thread ~30,000 times per GiB; at 256 KiB it still did ~3,600 times and used 0.2-0.3 s more
+CPU than beside an official receiver, which is never asleep because it is slower than the
+sender; that pair runs at the sender's pace, so its time went up by as much. At 1 MiB:
+~1,100 wake-ups, the pair ~6% faster (bench/README). Larger thresholds gained nothing more.
+
+Why only on the same machine: over a link with a real round-trip time the sender can stop
+short of the threshold (a nearly full window), and then nothing moves until the wait times
+out. Through a 40 ms delay line a 200 MB transfer took 14.7 s with 1 MiB and 45 s with
+256 KiB, against 3.5 s waking on every arrival; at 2 ms, 1.1 s against 0.67 s. A sender on
+another machine does not pay for our wake-ups anyway."""
 FINAL_STRETCH = WAKE_AFTER + 256 * 1024
 """Once no more than this is left to come, the receiving thread wakes on every byte again.
 
@@ -338,16 +345,37 @@ def wake_threshold(still_to_come: int) -> int:
     return WAKE_AFTER if still_to_come > FINAL_STRETCH else 1
 
 
+def same_host(sock: socket.socket) -> bool:
+    """Whether the other end of ``sock`` runs on this machine: a Unix socket, a loopback
+    address, or our own address (which the kernel routes over loopback as well)."""
+    if sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return True
+    try:
+        peer = ipaddress.ip_address(sock.getpeername()[0])
+        local = ipaddress.ip_address(sock.getsockname()[0])
+    except (OSError, ValueError):
+        return False
+    if isinstance(peer, ipaddress.IPv6Address) and peer.ipv4_mapped is not None:
+        peer = peer.ipv4_mapped
+    if isinstance(local, ipaddress.IPv6Address) and local.ipv4_mapped is not None:
+        local = local.ipv4_mapped
+    return peer.is_loopback or peer == local
+
+
 class _WakeThreshold:
-    """The socket's ``SO_RCVLOWAT`` (:func:`wake_threshold`). A wait that timed out takes
-    whatever has come (:meth:`reset`: progress on a slow link). The option belongs to the
-    socket that Twisted shares, so the work puts the default (1) back when it ends."""
+    """The socket's ``SO_RCVLOWAT`` (:func:`wake_threshold`), raised only when the sender is
+    on this machine (:data:`WAKE_AFTER`). A wait that timed out takes whatever has come
+    (:meth:`reset`: progress on a slow link). The option belongs to the socket that Twisted
+    shares, so the work puts the default (1) back when it ends."""
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
         self._value = 1
+        self._may_raise = same_host(sock)
 
     def set(self, value: int) -> None:
+        if not self._may_raise:
+            return
         if value != self._value:
             self._apply(value)
 

@@ -342,6 +342,83 @@ async def test_a_sender_that_waits_to_be_read_before_its_last_bytes_is_not_kept_
     await r.stop()
 
 
+class _Addressed:
+    """Just enough of a socket for :func:`bulkpump.same_host`."""
+
+    def __init__(self, family: socket.AddressFamily, local: str, peer: str) -> None:
+        self.family, self._local, self._peer = family, local, peer
+
+    def getsockname(self) -> tuple[str, int]:
+        return (self._local, 4000)
+
+    def getpeername(self) -> tuple[str, int]:
+        return (self._peer, 5000)
+
+
+@pytest.mark.parametrize(("family", "local", "peer", "same"), [
+    (socket.AF_INET, "127.0.0.1", "127.0.0.1", True),
+    (socket.AF_INET, "127.0.0.1", "127.0.0.2", True),  # all of 127/8 is this machine
+    (socket.AF_INET, "198.18.0.1", "198.18.0.1", True),  # our own address: routed over lo
+    (socket.AF_INET, "198.18.0.1", "198.18.0.2", False),
+    (socket.AF_INET6, "::1", "::1", True),
+    (socket.AF_INET6, "::ffff:127.0.0.1", "::ffff:127.0.0.1", True),
+    (socket.AF_INET6, "::ffff:198.18.0.1", "::ffff:198.18.0.9", False),
+    (socket.AF_INET6, "fe80::1%eth0", "fe80::2%eth0", False),
+    (socket.AF_INET6, "2001:db8::1", "not an address", False),
+])
+def test_same_host_is_loopback_or_our_own_address(family: socket.AddressFamily, local: str,
+                                                  peer: str, same: bool) -> None:
+    assert bulkpump.same_host(_Addressed(family, local, peer)) is same  # type: ignore[arg-type]
+
+
+def test_a_unix_socket_is_the_same_host() -> None:
+    a, b = socket.socketpair()
+    with a, b:
+        assert bulkpump.same_host(a)
+
+
+class _WatchingSink(FileSink):
+    """Notes the connection's wake threshold at every write the receiving thread makes."""
+
+    def __init__(self, path: str, size: int, conn) -> None:  # noqa: ANN001
+        super().__init__(path, size)
+        self.seen: list[int] = []
+        self._conn = conn
+
+    def write(self, data) -> None:  # noqa: ANN001
+        self.seen.append(wake_threshold(self._conn))
+        super().write(data)
+
+
+@pytest.mark.parametrize("same_host", [True, False])
+@pytest_twisted.ensureDeferred
+async def test_the_threshold_is_raised_only_for_a_sender_on_this_machine(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, same_host: bool) -> None:
+    """Over a real round-trip time, waiting for WAKE_AFTER bytes stalled transfers (the
+    sender stopped short of it until the wait timed out), so a sender elsewhere is read at
+    every arrival; one on this machine wakes the thread only every WAKE_AFTER bytes."""
+    from twisted.internet import reactor
+
+    if not same_host:
+        monkeypatch.setattr(bulkpump, "same_host", lambda _sock: False)
+    s, r, cs, cr = await connected_pair(reactor)
+    data = os.urandom(4 * bulkpump.FINAL_STRETCH)
+    (tmp_path / "src").write_bytes(data)
+    sending = defer.ensureDeferred(_send_file(reactor, cs, tmp_path / "src", len(data)))
+    sink = _WatchingSink(str(tmp_path / "dst"), len(data), cr)
+    await filetransfer._receive_bulk(reactor, cr, sink, len(data), lambda _n: None,
+                                     inline=False)
+    await sending
+    sink.finish()
+    assert (tmp_path / "dst").read_bytes() == data
+    assert sink.seen
+    if same_host:
+        assert bulkpump.WAKE_AFTER in sink.seen
+    else:
+        assert set(sink.seen) == {1}
+    await records_carry_on_then_close(s, r, cs, cr)
+
+
 def test_the_wake_threshold_drops_to_every_byte_for_the_final_stretch() -> None:
     """A held-back tail is under one segment (64 KiB even on loopback): with more than
     ``FINAL_STRETCH`` left, ``WAKE_AFTER`` bytes always come without it."""
