@@ -40,6 +40,7 @@ CLONE_NEWNET = 0x40000000
 TUNSETIFF = 0x400454CA
 IFF_TUN, IFF_NO_PI = 0x0001, 0x1000
 SENDER_ADDR, RECEIVER_ADDR = "198.18.1.1", "198.18.1.2"
+TIMEOUT = 600  # seconds for one transfer: even the stalled receiver took 72 s for 200 MB
 PAIRS = (("official", "official"), ("official", "hilltop"), ("hilltop", "official"),
          ("hilltop", "hilltop"))
 _libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -128,6 +129,19 @@ class DelayLine:
                     os.write(out, packet)
 
 
+def wait_for_mailbox(line: DelayLine, timeout: float = 20.0) -> None:
+    """Until the mailbox answers on the sender's side, so that no first run races its start."""
+    probe = ("import socket, sys\n"
+             f"socket.create_connection(('{SENDER_ADDR}', 4000), 1).close()")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if subprocess.run(["ip", "netns", "exec", line.ns[0], sys.executable, "-c", probe],
+                          capture_output=True, check=False).returncode == 0:
+            return
+        time.sleep(0.2)
+    raise SystemExit("the mailbox did not start")
+
+
 def transfer(line: DelayLine, work: Path, sender: str, receiver: str, code: str,
              blob: Path) -> float:
     """One complete transfer across the link; its wall time (both processes' lifetimes)."""
@@ -141,11 +155,18 @@ def transfer(line: DelayLine, work: Path, sender: str, receiver: str, code: str,
         ["ip", "netns", "exec", line.ns[0], command(sender), "send", "--hide-progress",
          "--code", code, str(blob)], cwd=work, stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    recv = subprocess.run(
-        ["ip", "netns", "exec", line.ns[1], command(receiver), "receive", "--hide-progress",
-         "--accept-file", code], cwd=inbox, stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
-    _, send_err = send.communicate()
+    try:
+        recv = subprocess.run(
+            ["ip", "netns", "exec", line.ns[1], command(receiver), "receive",
+             "--hide-progress", "--accept-file", code], cwd=inbox, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False, timeout=TIMEOUT)
+        _, send_err = send.communicate(timeout=30)
+    except subprocess.TimeoutExpired as err:
+        send.kill()
+        raise SystemExit(f"{sender}->{receiver}: no result after {err.timeout} s") from err
+    finally:
+        if send.poll() is None:
+            send.kill()
     wall = time.monotonic() - start
     if send.returncode or recv.returncode:
         raise SystemExit(f"{sender}->{receiver} failed: {send_err.decode()}"
@@ -183,7 +204,7 @@ def main() -> int:
         stack.callback(mailbox.terminate)
         os.environ["WORMHOLE_RELAY_URL"] = f"ws://{SENDER_ADDR}:4000/v1"
         os.environ["WORMHOLE_TRANSIT_HELPER"] = f"tcp:{SENDER_ADDR}:4001"  # closed: direct only
-        time.sleep(2)  # the mailbox starts in ~1 s; official's CLI does not retry its first try
+        wait_for_mailbox(line)
         print(f"hilltop wan bench: {size} bytes, {2 * args.delay:g} ms round trip, "
               f"{args.rounds} rounds", flush=True)
         times: dict[tuple[str, str], list[float]] = {p: [] for p in PAIRS}

@@ -62,7 +62,7 @@ sender; that pair runs at the sender's pace, so its time went up by as much. At 
 ~1,100 wake-ups, the pair ~6% faster (bench/README). Larger thresholds gained nothing more.
 
 Why only on the same machine: over a link with a real round-trip time the sender can stop
-short of the threshold (a nearly full window), and then nothing moves until the wait times
+short of the threshold (we did not trace why), and then nothing moves until the wait times
 out. Through a 40 ms delay line a 200 MB transfer took 14.7 s with 1 MiB and 45 s with
 256 KiB, against 3.5 s waking on every arrival; at 2 ms, 1.1 s against 0.67 s. A sender on
 another machine does not pay for our wake-ups anyway."""
