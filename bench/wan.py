@@ -131,7 +131,7 @@ class DelayLine:
 
 def wait_for_mailbox(line: DelayLine, timeout: float = 20.0) -> None:
     """Until the mailbox answers on the sender's side, so that no first run races its start."""
-    probe = ("import socket, sys\n"
+    probe = ("import socket\n"
              f"socket.create_connection(('{SENDER_ADDR}', 4000), 1).close()")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
