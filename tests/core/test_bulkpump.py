@@ -222,6 +222,8 @@ async def test_garbage_from_the_sender_is_refused(tmp_path: Path, garbage: str) 
 class _EndlessSource:
     """Reads forever (so only the peer or a cancel can end the send)."""
 
+    size = 1 << 62  # as announced: far more than will ever be read
+
     def readinto(self, buffer) -> int:
         buffer[:] = b"\0" * len(buffer)
         return len(buffer)
@@ -337,6 +339,30 @@ async def test_a_sender_that_waits_to_be_read_before_its_last_bytes_is_not_kept_
     await receiving
     sink.finish()
     assert (tmp_path / "dst").read_bytes() == record * sum(phases)
+    await cs.close()
+    await s.stop()
+    await r.stop()
+
+
+@pytest.mark.parametrize("hashed", [True, False])
+@pytest_twisted.ensureDeferred
+async def test_an_empty_file_goes_even_when_the_receiver_has_already_acked_and_hung_up(
+        tmp_path: Path, hashed: bool) -> None:
+    """A receiver expecting 0 bytes acks and hangs up at once, possibly before the sender
+    starts streaming (seen in CI: "the transit connection closed while sending" for an
+    empty file between two hilltop peers). Streaming nothing must not turn that hang-up into
+    an error, and the ack must still be there to read."""
+    from twisted.internet import reactor
+
+    (tmp_path / "empty").write_bytes(b"")
+    s, r, cs, cr = await connected_pair(reactor)
+    closed = cs.when_closed()
+    cr.send_record(b"the ack")
+    await cr.close()
+    await closed
+    digest = await _send_file(reactor, cs, tmp_path / "empty", 0, hashed)
+    assert digest == (hashlib.sha256(b"").hexdigest() if hashed else None)
+    assert await cs.receive_record() == b"the ack"
     await cs.close()
     await s.stop()
     await r.stop()
