@@ -351,15 +351,18 @@ def same_host(sock: socket.socket) -> bool:
     if sock.family not in (socket.AF_INET, socket.AF_INET6):
         return True
     try:
-        peer = ipaddress.ip_address(sock.getpeername()[0])
-        local = ipaddress.ip_address(sock.getsockname()[0])
+        peer = _unmapped(sock.getpeername()[0])
+        local = _unmapped(sock.getsockname()[0])
     except (OSError, ValueError):
         return False
-    if isinstance(peer, ipaddress.IPv6Address) and peer.ipv4_mapped is not None:
-        peer = peer.ipv4_mapped
-    if isinstance(local, ipaddress.IPv6Address) and local.ipv4_mapped is not None:
-        local = local.ipv4_mapped
     return peer.is_loopback or peer == local
+
+
+def _unmapped(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """The address in ``text``, an IPv4 one shown as ``::ffff:a.b.c.d`` (a dual-stack socket)
+    as itself. Raises ValueError."""
+    address = ipaddress.ip_address(text)
+    return getattr(address, "ipv4_mapped", None) or address
 
 
 class _WakeThreshold:
