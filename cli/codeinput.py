@@ -12,9 +12,9 @@ from typing import Any
 
 from twisted.internet.threads import blockingCallFromThread, deferToThread
 
-from hilltop import codes
 from hilltop.api import Wormhole
 from hilltop.errors import LocalError
+from hilltop.rendezvous import codes
 
 PROMPT = "Enter receive wormhole code: "
 

@@ -20,7 +20,7 @@ def zero_mode_code(code: str | None, lan: bool, code_flag: str) -> str:
     """The code for ``-0`` (send and receive alike), refusing what cannot go with it."""
     import click
 
-    from hilltop.codes import ZERO_MODE_CODE
+    from hilltop.rendezvous.codes import ZERO_MODE_CODE
 
     if code is not None:
         raise click.UsageError(f"give either {code_flag} or -0, not both")
@@ -101,7 +101,7 @@ def run(main: Callable[[Any], Coroutine[Any, Any, int | None]]) -> None:
 
     This is the single place where errors turn into one line and an exit code.
     """
-    from hilltop.reactor import install_asyncio_reactor
+    from hilltop._runtime.reactor import install_asyncio_reactor
 
     reactor = install_asyncio_reactor()
     _route_twisted_log()

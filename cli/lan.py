@@ -14,15 +14,16 @@ import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from hilltop import api, codes
+from hilltop import api
 from hilltop.cli import output
 from hilltop.cli.common import GlobalOptions
 from hilltop.errors import LocalError, RemoteError, ServerUnreachableError, WrongCodeError
-from hilltop.transitoptions import TransitOptions
+from hilltop.rendezvous import codes
+from hilltop.transit.options import TransitOptions
 
 if TYPE_CHECKING:  # every command imports this module for suggest_lan(); LAN mode itself
     # (mDNS, the in-process mailbox, the transport names) is imported only when used
-    from hilltop.lan import LanInterfaces, LanMailbox, Mdns
+    from hilltop.lan.service import LanInterfaces, LanMailbox, Mdns
 
 FIND_TIMEOUT = 60.0
 """How long ``receive --lan`` looks for the sender before giving up."""
@@ -72,16 +73,16 @@ def lan_transit(options: TransitOptions, interfaces: LanInterfaces, interface: s
 async def _announce(mdns: Mdns, mailbox: LanMailbox, code: str | None,
                     code_length: int) -> tuple[str, str]:
     """Claim a nameplate on the LAN by announcing it; returns (code, nameplate)."""
-    from hilltop import lanwire
-    from hilltop.lan import NameTaken, aio
+    from hilltop.lan import wire
+    from hilltop.lan.service import NameTaken, aio
 
     tried: list[str] = []
     for _ in range(ANNOUNCE_TRIES):
         nameplate = (codes.parse_code(code).nameplate if code is not None
-                     else lanwire.pick_nameplate(os.urandom, tried))
+                     else wire.pick_nameplate(os.urandom, tried))
         try:
-            await aio(mdns.announce(lanwire.mailbox_service_name(nameplate), mailbox.port,
-                                    mailbox.addresses, lanwire.mailbox_txt(nameplate),
+            await aio(mdns.announce(wire.mailbox_service_name(nameplate), mailbox.port,
+                                    mailbox.addresses, wire.mailbox_txt(nameplate),
                                     probe=True))
         except NameTaken:
             if code is not None:
@@ -89,7 +90,7 @@ async def _announce(mdns: Mdns, mailbox: LanMailbox, code: str | None,
                                  "choose another code") from None
             tried.append(nameplate)
             continue
-        return code or lanwire.make_code(nameplate, code_length, os.urandom), nameplate
+        return code or wire.make_code(nameplate, code_length, os.urandom), nameplate
     raise RemoteError("could not find a free nameplate on this LAN; try again")
 
 
@@ -100,7 +101,7 @@ async def send_lan(reactor: Any, opts: GlobalOptions, interfaces: LanInterfaces,
     The announcement is withdrawn (mDNS goodbye) and the mailbox stopped whether the transfer
     worked, failed, or someone tried a wrong code.
     """
-    from hilltop.lan import LanMailbox, Mdns, aio
+    from hilltop.lan.service import LanMailbox, Mdns, aio
 
     mailbox = LanMailbox(reactor, interfaces.addresses)
     urls = mailbox.start()
@@ -129,7 +130,7 @@ async def send_lan(reactor: Any, opts: GlobalOptions, interfaces: LanInterfaces,
 # --- receive ----------------------------------------------------------------------------------
 async def _reachable_url(reactor: Any, addresses: list[str], port: int, path: str) -> str:
     """The first of the sender's addresses that accepts a TCP connection (IPv4 first)."""
-    from hilltop import lanwire
+    from hilltop.lan import wire
     from hilltop.streams import dial_tcp
 
     for address in addresses:
@@ -138,7 +139,7 @@ async def _reachable_url(reactor: Any, addresses: list[str], port: int, path: st
         except Exception:  # noqa: BLE001 - try the next address
             continue
         stream.close()
-        return lanwire.mailbox_url(address, port, path)
+        return wire.mailbox_url(address, port, path)
     raise ServerUnreachableError(
         f"found the sender on the LAN, but none of its addresses answered "
         f"({', '.join(addresses) or 'it gave none we can use'})")
@@ -147,8 +148,8 @@ async def _reachable_url(reactor: Any, addresses: list[str], port: int, path: st
 async def find_sender(reactor: Any, interfaces: LanInterfaces, code: str,
                       timeout: float = FIND_TIMEOUT) -> tuple[str, float]:
     """Look the code's nameplate up on the LAN; returns (mailbox URL, time it was found)."""
-    from hilltop import lanwire
-    from hilltop.lan import Mdns, aio, found_addresses
+    from hilltop.lan import wire
+    from hilltop.lan.service import Mdns, aio, found_addresses
 
     nameplate = codes.parse_code(code).nameplate
     output.status(f"Looking for nameplate {nameplate} on the LAN "
@@ -157,13 +158,13 @@ async def find_sender(reactor: Any, interfaces: LanInterfaces, code: str,
     started = reactor.seconds()
     try:
         try:
-            info = await aio(mdns.find(lanwire.mailbox_service_name(nameplate), timeout))
+            info = await aio(mdns.find(wire.mailbox_service_name(nameplate), timeout))
         except RemoteError:
             raise RemoteError(f"no sender announces nameplate {nameplate} on this LAN "
                               f"(looked for {timeout:g} s); is 'wormhole send --lan' running "
                               "on the same network?") from None
         found = reactor.seconds()
-        txt = lanwire.parse_mailbox_txt(info.properties, nameplate)
+        txt = wire.parse_mailbox_txt(info.properties, nameplate)
         url = await _reachable_url(reactor, found_addresses(info), info.port, txt.path)
     finally:
         await aio(mdns.close())

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import click
 
-from hilltop.lazytls import defer_openssl, openssl_deferred
+from hilltop._runtime.lazytls import defer_openssl, openssl_deferred
 
 defer_openssl()  # the CLI opens TLS connections only for a wss:// mailbox
 with openssl_deferred():

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from hilltop import api, filetransfer, transfer
+from hilltop import api
 from hilltop.cli import codeinput, output
 from hilltop.cli import lan as cli_lan
 from hilltop.cli.common import GlobalOptions, run, zero_mode_code
@@ -23,10 +23,11 @@ from hilltop.cli.transitopts import (
     transit_options,
 )
 from hilltop.errors import HilltopError, LocalError, RejectedError
+from hilltop.transfer import offers, story
 
 if TYPE_CHECKING:  # imported where a file is received: a text message needs none of it
-    from hilltop.filesink import FileSink
-    from hilltop.foldersink import DirectorySink
+    from hilltop.transfer.filesink import FileSink
+    from hilltop.transfer.foldersink import DirectorySink
 
 REJECTED = "transfer rejected"
 
@@ -69,7 +70,7 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, zero_m
         if lan or interface:
             if typed is None:
                 raise LocalError("with --lan, give the code on the command line")
-            from hilltop.lan import lan_interfaces  # zeroconf and friends: LAN mode only
+            from hilltop.lan.service import lan_interfaces  # zeroconf and friends: LAN mode only
 
             interfaces = lan_interfaces(interface)
             choices.options = cli_lan.lan_transit(options, interfaces, interface,
@@ -109,7 +110,7 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, zero_m
 
 class _Choices:
     def __init__(self, only_text: bool, accept_file: bool, output_file: str | None,
-                 hide_progress: bool, options: filetransfer.TransitOptions) -> None:
+                 hide_progress: bool, options: story.TransitOptions) -> None:
         self.only_text = only_text
         self.accept_file = accept_file
         self.output_file = output_file
@@ -118,41 +119,41 @@ class _Choices:
 
 
 async def _receive(reactor: Any, w: api.Wormhole, choices: _Choices) -> int:
-    offer, peer_transit = await filetransfer.receive_offer(w)
-    if isinstance(offer, transfer.TextOffer):
+    offer, peer_transit = await story.receive_offer(w)
+    if isinstance(offer, offers.TextOffer):
         sys.stdout.write(offer.message + "\n")
         sys.stdout.flush()
-        w.send_message(transfer.Answer(transfer.MESSAGE_ACK).to_wire())
+        w.send_message(offers.Answer(offers.MESSAGE_ACK).to_wire())
         return 0
     assert peer_transit is not None
     return await _receive_file(reactor, w, offer, peer_transit, choices)
 
 
-def _prepare(offer: transfer.FileOffer | transfer.DirectoryOffer,
+def _prepare(offer: offers.FileOffer | offers.DirectoryOffer,
              choices: _Choices) -> FileSink | DirectorySink:
     """Every check that can refuse an offer, before a byte is accepted."""
     if choices.only_text:
         raise RejectedError("the sender offered a file, but --only-text was given")
-    target = filetransfer.plan_target(offer, choices.output_file, os.getcwd())
+    target = story.plan_target(offer, choices.output_file, os.getcwd())
     output.status(f"Receiving {describe_offer(offer)}")
     if not choices.accept_file:
         where = os.path.relpath(target)
         if not output.ask_yes_no(f"ok? (y/N) [saves as {where}]: "):
             raise RejectedError("transfer rejected")
-    return filetransfer.open_sink(offer, target)
+    return story.open_sink(offer, target)
 
 
 async def _receive_file(reactor: Any, w: api.Wormhole,
-                        offer: transfer.FileOffer | transfer.DirectoryOffer,
-                        peer_transit: transfer.TransitMsg, choices: _Choices) -> int:
+                        offer: offers.FileOffer | offers.DirectoryOffer,
+                        peer_transit: offers.TransitMsg, choices: _Choices) -> int:
     try:
         sink = _prepare(offer, choices)
     except HilltopError:
-        w.send_message(transfer.ErrorMsg(REJECTED).to_wire())
+        w.send_message(offers.ErrorMsg(REJECTED).to_wire())
         raise
-    size = filetransfer.wire_size(offer)
+    size = story.wire_size(offer)
     with progress_bar(size, choices.hide_progress) as update:
-        await filetransfer.receive_into(
+        await story.receive_into(
             reactor, w, peer_transit, sink, size, choices.options,
             on_connected=lambda desc: output.status(f"Receiving (->{desc})..."),
             progress=update,

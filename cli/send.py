@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from hilltop import api, transfer
+from hilltop import api
 from hilltop.cli import lan as cli_lan
 from hilltop.cli import output
 from hilltop.cli.common import GlobalOptions, run, zero_mode_code
@@ -24,10 +24,11 @@ from hilltop.cli.transitopts import (
     transit_options,
 )
 from hilltop.errors import LocalError, TransferError
-from hilltop.transitoptions import TransitOptions
+from hilltop.transfer import offers
+from hilltop.transit.options import TransitOptions
 
 if TYPE_CHECKING:  # imported where a file is sent: a text message needs none of it
-    from hilltop.filesource import Source
+    from hilltop.transfer.source import Source
 
 VERIFY_REJECTED = "sender rejected verification check, abandoned transfer"
 
@@ -78,7 +79,7 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
                       announcement: Announcement) -> int:
         source = None
         if what is not None:
-            from hilltop.filesource import open_source  # the zip writer: only to send a file
+            from hilltop.transfer.source import open_source  # the zip writer: only to send a file
 
             source = open_source(what, skip_unsendable=ignore_unsendable_files)
         if source is not None:
@@ -91,7 +92,7 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
     async def main(reactor: Any) -> int:
         check_transport_names(options)
         if lan or interface:
-            from hilltop.lan import lan_interfaces  # zeroconf and friends: LAN mode only
+            from hilltop.lan.service import lan_interfaces  # zeroconf and friends: LAN mode only
 
             interfaces = lan_interfaces(interface)
             lan_options = cli_lan.lan_transit(options, interfaces, interface,
@@ -156,7 +157,7 @@ async def confirm_key(w: api.Wormhole, verify: bool) -> dict:
     if verify:
         ok = output.ask_yes_no(f"Verifier {verifier.hex()}. ok? (yes/no): ")
         if not ok:
-            w.send_message(transfer.ErrorMsg(VERIFY_REJECTED).to_wire())
+            w.send_message(offers.ErrorMsg(VERIFY_REJECTED).to_wire())
             raise LocalError("verification rejected, transfer abandoned")
     return await w.get_peer_versions()
 
@@ -165,19 +166,19 @@ async def _send_text(w: api.Wormhole, text: str, how: Announcement) -> int:
     output.status(f"Sending text message ({len(text.encode('utf-8'))} bytes)")
     await announce_code(w, how)
     await confirm_key(w, how.verify)
-    w.send_message(transfer.TextOffer(text).to_wire())
-    reply = transfer.parse_app_message(await w.get_message())
-    if isinstance(reply, transfer.ErrorMsg):
+    w.send_message(offers.TextOffer(text).to_wire())
+    reply = offers.parse_app_message(await w.get_message())
+    if isinstance(reply, offers.ErrorMsg):
         raise TransferError(f"the receiver refused: {reply.text}")
-    if not (isinstance(reply, transfer.Answer) and reply.kind == transfer.MESSAGE_ACK
+    if not (isinstance(reply, offers.Answer) and reply.kind == offers.MESSAGE_ACK
             and reply.ok):
         raise TransferError("the receiver did not acknowledge the message")
     output.status("text message sent")
     return 0
 
 
-def describe_offer(offer: transfer.FileOffer | transfer.DirectoryOffer) -> str:
-    if isinstance(offer, transfer.FileOffer):
+def describe_offer(offer: offers.FileOffer | offers.DirectoryOffer) -> str:
+    if isinstance(offer, offers.FileOffer):
         return f"{offer.filesize} bytes file named '{offer.filename}'"
     return (f"directory named '{offer.dirname}' ({offer.numfiles} files, "
             f"{offer.numbytes} bytes, {offer.zipsize} bytes on the wire)")
@@ -192,9 +193,9 @@ async def _send_file(reactor: Any, w: api.Wormhole, source: Source,
     await announce_code(w, how)
     await confirm_key(w, how.verify)
     with progress_bar(source.size, hide_progress) as update:
-        from hilltop import filetransfer  # the transit machinery: only to send a file
+        from hilltop.transfer import story  # the transit machinery: only to send a file
 
-        await filetransfer.send_source(
+        await story.send_source(
             reactor, w, source, options,
             on_connected=lambda desc: output.status(f"Sending ({desc})..."),
             progress=update,

@@ -13,10 +13,10 @@ from typing import Any
 import click
 
 from hilltop.cli import output
-from hilltop.tor import TorManager, TorSettings
-from hilltop.transitoptions import TransitOptions
+from hilltop.tor.manager import TorManager, TorSettings
+from hilltop.transit.options import TransitOptions
 
-_KEY = "hilltop.tor"
+_KEY = "hilltop.tor.manager"
 
 
 def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> Any:

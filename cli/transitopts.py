@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from hilltop.errors import HilltopError
-from hilltop.transitoptions import TransitOptions
+from hilltop.transit.options import TransitOptions
 
 
 def transit_flags(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -51,14 +51,14 @@ def webrtc_flags(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def webrtc_settings() -> dict[str, Any]:
-    from hilltop import webrtcwire
+    from hilltop.webrtc import signals
 
     ctx = click.get_current_context(silent=True)
     got = ctx.meta.get(_WEBRTC, {}) if ctx is not None else {}
     try:
-        return webrtcwire.settings(list(got.get("stun") or ()), list(got.get("turn") or ()),
+        return signals.settings(list(got.get("stun") or ()), list(got.get("turn") or ()),
                                    got.get("turn_user"), got.get("turn_password"),
-                                   bool(got.get("relay_only")), webrtcwire.config_servers())
+                                   bool(got.get("relay_only")), signals.config_servers())
     except HilltopError as err:
         raise click.UsageError(str(err)) from None
 
@@ -87,7 +87,8 @@ def no_plugins_chosen() -> bool:
 def app_versions(options: TransitOptions) -> dict[str, Any]:
     """Our advertisement for this run: an extension transport is offered only if this run may
     use it (``--transports``), and none under ``--tor``."""
-    from hilltop import __version__, capabilities
+    from hilltop import __version__
+    from hilltop.rendezvous import capabilities
 
     allowed = () if options.tor else options.transports
     return capabilities.default_advertisement(__version__, allowed)
@@ -109,7 +110,7 @@ def check_transport_names(options: TransitOptions) -> None:
     instead of a wasted rendezvous.
     """
     if options.transports:
-        from hilltop.plugins import load_configured
+        from hilltop.transit.plugins import load_configured
 
         load_configured(list(options.transports), no_plugins=options.no_plugins)
 

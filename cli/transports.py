@@ -18,7 +18,7 @@ from hilltop.cli.transitopts import no_plugins_chosen, no_plugins_flag
 from hilltop.errors import HilltopError
 
 if TYPE_CHECKING:  # loaded when the command runs, not whenever the CLI starts
-    from hilltop.plugins import Transports
+    from hilltop.transit.plugins import Transports
 
 
 def listing(loaded: Transports, checked: dict[str, list[str]] | None = None) -> list[str]:
@@ -61,12 +61,12 @@ def _origin(t: Any) -> str:
 @no_plugins_flag
 def transports(check: bool) -> None:
     """List installed transports: name, hint types, usable now or why not."""
-    logging.getLogger("hilltop.plugins").setLevel(logging.ERROR)  # the table says it all
-    from hilltop.reactor import install_asyncio_reactor
+    logging.getLogger("hilltop.transit.plugins").setLevel(logging.ERROR)  # the table says it all
+    from hilltop._runtime.reactor import install_asyncio_reactor
 
     install_asyncio_reactor()  # before any plugin module can import (and so pick) a reactor
     try:
-        from hilltop.plugins import load_configured
+        from hilltop.transit.plugins import load_configured
 
         loaded = load_configured(no_plugins=no_plugins_chosen())
     except HilltopError as err:  # a broken config file
@@ -81,7 +81,7 @@ def transports(check: bool) -> None:
     from hilltop.cli.common import run
 
     async def main(reactor: Any) -> int:
-        from hilltop.plugins import HookTimeouts
+        from hilltop.transit.plugins import HookTimeouts
 
         checked = await loaded.probe(reactor, HookTimeouts(start=10.0, connect=10.0, stop=10.0))
         return _show(loaded, checked)

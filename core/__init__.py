@@ -1,21 +1,35 @@
 """hilltop: Magic Wormhole, wire-compatible, with transports as plugins.
 
-The public API is :class:`hilltop.api.Wormhole` (also importable as ``hilltop.Wormhole``).
-Importing this package stays cheap and I/O-free: the pure protocol modules import it too, so
-the Twisted-based facade is only loaded when it is first asked for.
+The public API is the three names below; everything else is reached through its domain
+package (``hilltop.rendezvous``, ``hilltop.transit``, ``hilltop.transfer``, ...), and plugins
+use ``hilltop.hookspecs``, ``hilltop.streams``, ``hilltop.hints`` and ``hilltop.testing``.
+Importing this package stays cheap and I/O-free (pure modules import it too), so each name is
+loaded only when first asked for: a text message never imports the transit machinery.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["Wormhole", "__version__"]
+__all__ = ["TransitOptions", "Wormhole", "__version__", "install_asyncio_reactor"]
+
+if TYPE_CHECKING:
+    from hilltop._runtime.reactor import install_asyncio_reactor
+    from hilltop.api import Wormhole
+    from hilltop.transit.options import TransitOptions
+
+_LAZY = {
+    "Wormhole": "hilltop.api",
+    "TransitOptions": "hilltop.transit.options",
+    "install_asyncio_reactor": "hilltop._runtime.reactor",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name == "Wormhole":
-        from hilltop.api import Wormhole
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(name)
+    import importlib
 
-        return Wormhole
-    raise AttributeError(name)
+    return getattr(importlib.import_module(module), name)

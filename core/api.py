@@ -1,9 +1,11 @@
 """The public library facade: one ``Wormhole`` object per conversation with one peer.
 
-Every method that waits returns a :class:`~hilltop.awaitable.DualDeferred`, so a Twisted
+Every method that waits returns a :class:`~hilltop._runtime.awaitable.DualDeferred`, so a Twisted
 program adds callbacks (or awaits inside ``ensureDeferred``) and an asyncio program simply
-``await``s, both on Twisted's asyncio reactor (:func:`hilltop.reactor.install_asyncio_reactor`).
-The protocol itself lives in :mod:`hilltop.mailbox`; this class only routes its events to the
+``await``s, both on Twisted's asyncio reactor
+(:func:`hilltop._runtime.reactor.install_asyncio_reactor`).
+The protocol itself lives in :mod:`hilltop.rendezvous.mailbox`; this class only routes its events
+to the
 waiting callers.
 """
 
@@ -13,11 +15,12 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from hilltop import __version__, capabilities, key, mailbox
-from hilltop.awaitable import DualDeferred, Queue, Watch
+from hilltop import __version__
+from hilltop._runtime.awaitable import DualDeferred, Queue, Watch
 from hilltop.errors import HilltopError, LocalError
-from hilltop.rendezvous import EndpointFactory, RendezvousClient, default_endpoint
-from hilltop.transfer import ErrorMsg
+from hilltop.rendezvous import capabilities, key, mailbox
+from hilltop.rendezvous.client import EndpointFactory, RendezvousClient, default_endpoint
+from hilltop.transfer.offers import ErrorMsg
 
 APPID = key.APPID
 RELAY_URL = "ws://relay.magic-wormhole.io:4000/v1"
@@ -143,9 +146,9 @@ class Wormhole:
 
         Fires with the SHA-256 hex both sides agreed on, or None between two hilltop peers,
         which skip it (their records already authenticate every byte). ``transit`` is a
-        :class:`hilltop.filetransfer.TransitOptions` (relay helper, transports, no-listen).
+        :class:`hilltop.transfer.story.TransitOptions` (relay helper, transports, no-listen).
         """
-        from hilltop.filesource import open_source
+        from hilltop.transfer.source import open_source
 
         async def go() -> str | None:
             source = open_source(path)
@@ -158,18 +161,18 @@ class Wormhole:
                     progress: Callable[[int], None] | None = None) -> DualDeferred[str | None]:
         """Offer ``size`` bytes read from ``fileobj`` as a file called ``name`` (result as for
         :meth:`send_file`)."""
-        from hilltop.filesource import FileSource
-        from hilltop.transfer import FileOffer
+        from hilltop.transfer.offers import FileOffer
+        from hilltop.transfer.source import FileSource
 
         source = FileSource(FileOffer(name, size), name, fileobj)
         return _dual(self._send_source(source, transit, progress))
 
     async def _send_source(self, source: Any, transit: Any, progress: Any) -> str | None:
-        from hilltop import filetransfer
+        from hilltop.transfer import story
 
         await self.get_peer_versions()
-        return await filetransfer.send_source(
-            self._reactor, self, source, transit or filetransfer.TransitOptions(),
+        return await story.send_source(
+            self._reactor, self, source, transit or story.TransitOptions(),
             progress=progress or (lambda _n: None))
 
     def receive_file(self, directory: str, *, accept: Callable[[Any], bool] = lambda _o: True,
@@ -180,18 +183,18 @@ class Wormhole:
         ``accept(offer)`` may refuse it. Fires with the saved path. The same safety rules as
         the CLI apply: no overwriting, no names outside ``directory``, free space checked.
         """
-        from hilltop import filetransfer
+        from hilltop.transfer import story
 
         async def go() -> str:
             offer, peer_transit, options = await self._file_offer(accept, transit)
             try:
-                target = filetransfer.plan_target(offer, None, directory)
+                target = story.plan_target(offer, None, directory)
             except HilltopError:
                 self.send_message(ErrorMsg("transfer rejected").to_wire())
                 raise
-            sink = filetransfer.open_sink(offer, target)
-            await filetransfer.receive_into(
-                self._reactor, self, peer_transit, sink, filetransfer.wire_size(offer), options,
+            sink = story.open_sink(offer, target)
+            await story.receive_into(
+                self._reactor, self, peer_transit, sink, story.wire_size(offer), options,
                 progress=progress or (lambda _n: None))
             return target
 
@@ -202,31 +205,31 @@ class Wormhole:
                        ) -> DualDeferred[str | None]:
         """Write an offered *file*'s bytes to ``fileobj``; fires with their SHA-256 (None from
         a hilltop sender, as for :meth:`send_file`)."""
-        from hilltop import filetransfer
-        from hilltop.filesink import StreamSink
-        from hilltop.transfer import FileOffer
+        from hilltop.transfer import story
+        from hilltop.transfer.filesink import StreamSink
+        from hilltop.transfer.offers import FileOffer
 
         async def go() -> str | None:
             offer, peer_transit, options = await self._file_offer(accept, transit)
             if not isinstance(offer, FileOffer):
                 self.send_message(ErrorMsg("transfer rejected").to_wire())
                 raise LocalError("the peer offered a directory, not a single stream")
-            return await filetransfer.receive_into(
+            return await story.receive_into(
                 self._reactor, self, peer_transit, StreamSink(fileobj, offer.filesize),
                 offer.filesize, options, progress=progress or (lambda _n: None))
 
         return _dual(go())
 
     async def _file_offer(self, accept: Callable[[Any], bool], transit: Any) -> tuple:
-        from hilltop import filetransfer
-        from hilltop.transfer import TextOffer
+        from hilltop.transfer import story
+        from hilltop.transfer.offers import TextOffer
 
         await self.get_peer_versions()
-        offer, peer_transit = await filetransfer.receive_offer(self)
+        offer, peer_transit = await story.receive_offer(self)
         if isinstance(offer, TextOffer) or not accept(offer):
             self.send_message(ErrorMsg("transfer rejected").to_wire())
             raise LocalError("the offer was refused")
-        return offer, peer_transit, transit or filetransfer.TransitOptions()
+        return offer, peer_transit, transit or story.TransitOptions()
 
     # --- close ---------------------------------------------------------------------------
     def close(self, mood: str | None = None) -> DualDeferred[str]:

@@ -1,7 +1,8 @@
 """The transport plugin contract: the only pluggy hook specification in hilltop.
 
 A transport is a class registered in the ``hilltop.transports`` entry-point group (the built-in
-direct-tcp and relay transports register exactly as a third party would). :mod:`hilltop.plugins`
+direct-tcp and relay transports register exactly as a third party would).
+:mod:`hilltop.transit.plugins`
 instantiates it, checks its ``api`` attribute equals :data:`API_VERSION`, and registers the
 instance. Hooks are called in the order listed here:
 

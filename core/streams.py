@@ -162,7 +162,8 @@ class TCPStream(TwistedProtocol):
         return d
 
     def lend_socket(self) -> defer.Deferred[socket.socket | None]:
-        """A duplicate of the connected socket for a bulk-data thread (:mod:`hilltop.bulkpump`),
+        """A duplicate of the connected socket for a bulk-data thread
+        (:mod:`hilltop.transit.bulkpump`),
         once every byte written through Twisted has gone out, so the thread's bytes follow them.
 
         Fires with None unless this stream sits directly on a Twisted TCP or Unix-socket
@@ -192,7 +193,9 @@ _FLUSH_POLL = 0.002
 
 def _plain_socket(transport: Any) -> bool:
     """A Twisted TCP connection (Unix-socket ones are subclasses) with no TLS layer."""
-    from twisted.internet import tcp  # loaded with the reactor; not before (hilltop.lazytls)
+    from twisted.internet import (
+        tcp,  # loaded with the reactor; not before (hilltop._runtime.lazytls)
+    )
 
     return (isinstance(transport, tcp.Connection) and not getattr(transport, "TLS", False)
             and hasattr(transport, "dataBuffer") and hasattr(transport, "_tempDataLen"))

@@ -16,7 +16,7 @@ Use it from your plugin's tests (it needs pytest and pytest-twisted, with the as
         def transport_subject(self):
             return TransportSubject(MyTransport, receiver={"no_listen": True})
 
-Every test builds a sender and a receiver :class:`~hilltop.runner.TransitRunner` in one
+Every test builds a sender and a receiver :class:`~hilltop.transit.runner.TransitRunner` in one
 process, each with only your transport loaded, passes the hints between them as JSON (as the
 mailbox would) and checks: your info and hints are well formed; the transit handshake
 succeeds and encrypted records flow both ways; a peer with the wrong key never connects;
@@ -51,10 +51,10 @@ from twisted.python.failure import Failure
 from hilltop.errors import TransitError
 from hilltop.hints import parse_hints
 from hilltop.hookspecs import TransitSession, TransportInfo
-from hilltop.plugins import HookTimeouts, Transports, check_hints, load_transports
-from hilltop.race import RaceConfig
-from hilltop.runner import TransitConnection, TransitRunner
 from hilltop.streams import ByteStream
+from hilltop.transit.plugins import HookTimeouts, Transports, check_hints, load_transports
+from hilltop.transit.race import RaceConfig
+from hilltop.transit.runner import TransitConnection, TransitRunner
 
 TK = bytes(range(32))
 """The transit key both runners use (any 32 bytes do)."""

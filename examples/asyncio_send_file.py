@@ -9,13 +9,12 @@ import asyncio
 import os
 import sys
 
-from hilltop.reactor import install_asyncio_reactor
+from hilltop import install_asyncio_reactor
 
 
 async def main(path: str) -> None:
-    from hilltop import Wormhole
+    from hilltop import TransitOptions, Wormhole
     from hilltop.api import RELAY_URL, TRANSIT_HELPER
-    from hilltop.filetransfer import TransitOptions
 
     w = Wormhole(relay_url=os.environ.get("WORMHOLE_RELAY_URL", RELAY_URL))
     helper = os.environ.get("WORMHOLE_TRANSIT_HELPER", TRANSIT_HELPER)

@@ -6,7 +6,7 @@
 import os
 import sys
 
-from hilltop.reactor import install_asyncio_reactor
+from hilltop import install_asyncio_reactor
 
 reactor = install_asyncio_reactor()
 

@@ -11,8 +11,8 @@ import io
 import sys
 import zipfile
 
-from hilltop.filesource import CHUNK_SIZE, Source
-from hilltop.transfer import DirectoryOffer
+from hilltop.transfer.offers import DirectoryOffer
+from hilltop.transfer.source import CHUNK_SIZE, Source
 
 
 def hostile_zip(kind: str) -> tuple[bytes, int]:
@@ -50,8 +50,8 @@ class BytesSource(Source):
 
 
 async def main(reactor, relay_url: str, helper: str, code: str, kind: str) -> None:
-    from hilltop import filetransfer
     from hilltop.api import Wormhole
+    from hilltop.transfer import story
 
     data, count = hostile_zip(kind)
     offer = DirectoryOffer("loot", len(data), 20, count)
@@ -59,9 +59,9 @@ async def main(reactor, relay_url: str, helper: str, code: str, kind: str) -> No
     w.set_code(code)
     await w.get_peer_versions()
     try:
-        await filetransfer.send_source(
+        await story.send_source(
             reactor, w, BytesSource(data, offer),
-            filetransfer.TransitOptions(transit_helpers=[helper]))
+            story.TransitOptions(transit_helpers=[helper]))
     finally:
         from hilltop.cli.send import close_quietly
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from hilltop.reactor import install_asyncio_reactor
+from hilltop import install_asyncio_reactor
 
 WRONG_ADDRESS = "198.51.100.7"
 
@@ -19,12 +19,13 @@ def main() -> None:
     reactor = install_asyncio_reactor()
     from twisted.internet.defer import ensureDeferred
 
-    from hilltop import api, filetransfer
-    from hilltop.filesource import open_source
+    from hilltop import api
+    from hilltop.transfer import story
+    from hilltop.transfer.source import open_source
 
     role, relay_url, code, path = sys.argv[1:5]
     # webrtc left out: on one LAN its host candidates would race (and may beat) lan
-    options = filetransfer.TransitOptions(local_addresses=[WRONG_ADDRESS],
+    options = story.TransitOptions(local_addresses=[WRONG_ADDRESS],
                                           transports=["direct-tcp", "lan", "relay"])
     status = {"rc": 1}
 
@@ -38,14 +39,14 @@ def main() -> None:
             await w.get_peer_versions()
             if role == "send":
                 with open_source(path) as source:
-                    await filetransfer.send_source(reactor, w, source, options,
+                    await story.send_source(reactor, w, source, options,
                                                    on_connected=connected)
             else:
-                offer, peer_transit = await filetransfer.receive_offer(w)
-                target = filetransfer.plan_target(offer, None, path)
-                sink = filetransfer.open_sink(offer, target)
-                await filetransfer.receive_into(reactor, w, peer_transit, sink,
-                                                filetransfer.wire_size(offer), options,
+                offer, peer_transit = await story.receive_offer(w)
+                target = story.plan_target(offer, None, path)
+                sink = story.open_sink(offer, target)
+                await story.receive_into(reactor, w, peer_transit, sink,
+                                                story.wire_size(offer), options,
                                                 on_connected=connected)
             print("done", flush=True)
             status["rc"] = 0

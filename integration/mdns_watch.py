@@ -14,7 +14,7 @@ import time
 from zeroconf import IPVersion, ServiceStateChange
 from zeroconf.asyncio import AsyncServiceBrowser, AsyncZeroconf
 
-from hilltop.lanwire import SERVICE_TYPE
+from hilltop.lan.wire import SERVICE_TYPE
 
 
 def main() -> None:

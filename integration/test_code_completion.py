@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from hilltop import wordlist
+from hilltop.rendezvous import wordlist
 
 if TYPE_CHECKING:
     from conftest import Peer

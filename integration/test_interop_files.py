@@ -83,7 +83,7 @@ def payload(request: pytest.FixtureRequest, tmp_path: Path, big_file: Path) -> P
         (root / "docs" / "grüße.txt").write_text("hallo\n")
         (root / "run.sh").write_text("#!/bin/sh\n")
         (root / "run.sh").chmod(0o755)  # official and hilltop receivers keep the mode
-        # over hilltop.zipwriter.SMALL_MEMBER: streamed with a data descriptor
+        # over hilltop.transfer.zipwriter.SMALL_MEMBER: streamed with a data descriptor
         (root / "docs" / "big.bin").write_bytes(os.urandom(1_500_000))
         return root
     if kind == "many":  # many small files, no empty folders (wormhole-william sends none)
@@ -165,7 +165,7 @@ def test_forced_relay(payload: Path, direction: str, fresh_code: str, tmp_path: 
 # Not "empty": wormhole-william 1.0.6 never finishes receiving a zero-byte file, not even from
 # itself (checked by hand in the netns: william->william hangs after "ok? (y/N)").
 # "many": a folder of 1,500 small files, which wormhole-william zips as DEFLATED members with
-# data descriptors and hilltop unpacks while it arrives (hilltop.zipreader).
+# data descriptors and hilltop unpacks while it arrives (hilltop.transfer.zipreader).
 @pytest.mark.parametrize("payload", ["unicode", "big", "many"], indirect=True)
 @pytest.mark.parametrize("direction", ["hilltop->william", "william->hilltop"])
 def test_files_with_william(payload: Path, direction: str, fresh_code: str, tmp_path: Path,
@@ -182,7 +182,7 @@ def test_files_with_william(payload: Path, direction: str, fresh_code: str, tmp_
     # wormhole-william 1.0.6 as a sender through a relay (it never offers loopback addresses,
     # so in the netns the relay is its only path) has a race that closes its own connection
     # ("use of closed network connection") when our handshake line is already waiting; our
-    # receiver answers only after its line through a relay (hilltop.handshake), which avoids
+    # receiver answers only after its line through a relay (hilltop.transit.handshake), which avoids
     # it: 0 of 40 runs by hand against 3 of 10 before. So no retries here.
     s = william("send", "--hide-progress", "--code", fresh_code, str(payload))
     received = hilltop("receive", "--accept-file", fresh_code, cwd=dest).finish(120)

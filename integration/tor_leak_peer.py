@@ -15,7 +15,7 @@ from twisted.internet.defer import ensureDeferred
 from twisted.internet.task import deferLater, react
 
 from hilltop import api
-from hilltop.tor import TorManager, TorSettings
+from hilltop.tor.manager import TorManager, TorSettings
 
 
 async def main(reactor, relay_url: str, control: str, code: str, hints: str,
@@ -38,7 +38,7 @@ async def main(reactor, relay_url: str, control: str, code: str, hints: str,
 
 
 if __name__ == "__main__":
-    from hilltop.reactor import install_asyncio_reactor
+    from hilltop import install_asyncio_reactor
 
     install_asyncio_reactor()
     react(lambda reactor, *args: ensureDeferred(main(reactor, *args)), sys.argv[1:])

@@ -22,10 +22,10 @@ from typing import Any
 from twisted.internet.defer import ensureDeferred
 from twisted.internet.task import react
 
-from hilltop import api, filetransfer
-from hilltop.filesource import open_source
-from hilltop.filetransfer import TransitOptions
-from hilltop.tor import TorManager, TorSettings
+from hilltop import TransitOptions, api
+from hilltop.tor.manager import TorManager, TorSettings
+from hilltop.transfer import story
+from hilltop.transfer.source import open_source
 
 
 def record_commands(protocol: Any) -> list[dict[str, str]]:
@@ -62,7 +62,7 @@ async def main(reactor: Any, relay_url: str, control: str, path: str) -> None:
         await w.get_verifier()
         options = TransitOptions(tor=True, extra={"tor": {"manager": manager}})
         with open_source(path) as source:
-            await filetransfer.send_source(reactor, w, source, options,
+            await story.send_source(reactor, w, source, options,
                                            on_connected=connected.append)
         current = await manager.tor.protocol.get_info("onions/current")
         detached = await manager.tor.protocol.get_info("onions/detached")
@@ -75,7 +75,7 @@ async def main(reactor: Any, relay_url: str, control: str, path: str) -> None:
 
 
 if __name__ == "__main__":
-    from hilltop.reactor import install_asyncio_reactor
+    from hilltop import install_asyncio_reactor
 
     install_asyncio_reactor()
     react(lambda reactor, *args: ensureDeferred(main(reactor, *args)), sys.argv[1:])

@@ -13,8 +13,8 @@ import pytest
 import pytest_twisted
 
 from hilltop import hookspecs, streams
-from hilltop.plugins import load_transports
 from hilltop.testing import Leaks, close_and_stop, exchange, free_port, pair
+from hilltop.transit.plugins import load_transports
 from hilltop.transports.direct_tcp import DirectTCP
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "plugins.md"
@@ -77,7 +77,7 @@ def test_bytestream_members_are_documented() -> None:
 
 
 def test_api_version_and_entry_point_group_match_the_code() -> None:
-    from hilltop.plugins import ENTRY_POINT_GROUP
+    from hilltop.transit.plugins import ENTRY_POINT_GROUP
 
     assert f"api = {hookspecs.API_VERSION}" in TEXT
     assert f'[project.entry-points."{ENTRY_POINT_GROUP}"]' in TEXT
@@ -98,8 +98,8 @@ def worked_example() -> types.ModuleType:
 async def test_worked_example_carries_a_transfer(monkeypatch: pytest.MonkeyPatch) -> None:
     from twisted.internet import reactor
 
-    from hilltop.runner import TransitRunner
     from hilltop.testing import TK
+    from hilltop.transit.runner import TransitRunner
 
     example = worked_example()
     port = free_port()

@@ -31,7 +31,7 @@ leaves everything untouched and the transport runs at aiortc's own packet size):
   OpenSSL does the same while wide packets are on (only then can a record exceed 1,500).
 
 Both peers must agree before wide packets are sent: each says ``"wide": true`` in its
-signalling message (see :mod:`hilltop.webrtcwire`), and a side widens only if the peer did.
+signalling message (see :mod:`hilltop.webrtc.signals`), and a side widens only if the peer did.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Direct hints only help when they carry addresses the peer can reach; behind a VPN, in a
 container or with several interfaces they often do not. This transport needs no hints at all:
 each side listens, announces the listener under a tag derived from the transit key and its own
-role (:func:`hilltop.lanwire.transit_tag`), and looks for the tag of the other role. A listener
+role (:func:`hilltop.lan.wire.transit_tag`), and looks for the tag of the other role. A listener
 it finds is dialled, and the stream is handed to the race as if it had come in on our own
 listener; the transit handshake is the same either way, so the sender picks the first
 connection to finish it, whatever its transport.
@@ -26,9 +26,9 @@ from urllib.parse import urlparse
 from twisted.internet import defer
 from twisted.internet.error import CannotListenError
 
-from hilltop import lanwire
 from hilltop.errors import HilltopError
 from hilltop.hookspecs import TransitSession, TransportInfo, hookimpl
+from hilltop.lan import wire
 from hilltop.streams import InboundFactory, dial_tcp
 
 log = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ class Lan:
         transit_key = cfg.get("transit_key")
         if session.tor or not transit_key or _loopback_url(cfg.get("mailbox_url")):
             return []
-        from hilltop.lan import lan_interfaces
+        from hilltop.lan.service import lan_interfaces
 
         try:
             interfaces = lan_interfaces(cfg.get("interface"))
@@ -101,8 +101,8 @@ class _LanRun:
     def __init__(self, session: TransitSession, transit_key: bytes, interfaces: Any) -> None:
         self.session = session
         self.interfaces = interfaces
-        self.ours = lanwire.transit_tag(transit_key, session.role)
-        self.theirs = lanwire.transit_tag(transit_key, lanwire.peer_role(session.role))
+        self.ours = wire.transit_tag(transit_key, session.role)
+        self.theirs = wire.transit_tag(transit_key, wire.peer_role(session.role))
         self.ports: list[Any] = []
         self.port = 0
         self.addresses: list[str] = []
@@ -129,14 +129,14 @@ class _LanRun:
             self.addresses.append(address)
 
     async def _discover(self) -> None:
-        from hilltop.lan import Mdns, found_addresses
+        from hilltop.lan.service import Mdns, found_addresses
 
         try:
             self.mdns = Mdns(self.interfaces.zeroconf)
             if self.ports:
-                await self.mdns.announce(lanwire.transit_service_name(self.ours), self.port,
-                                         self.addresses, lanwire.transit_txt(), probe=False)
-            info = await self.mdns.find(lanwire.transit_service_name(self.theirs),
+                await self.mdns.announce(wire.transit_service_name(self.ours), self.port,
+                                         self.addresses, wire.transit_txt(), probe=False)
+            info = await self.mdns.find(wire.transit_service_name(self.theirs),
                                         FIND_TIMEOUT)
         except asyncio.CancelledError:
             raise
@@ -149,7 +149,7 @@ class _LanRun:
             self._dial(address, info.port)
 
     def _dial(self, address: str, port: int) -> None:
-        label = f"{NAME} {lanwire.mailbox_url(address, port, '')[5:]}"
+        label = f"{NAME} {wire.mailbox_url(address, port, '')[5:]}"
         d = dial_tcp(self.session.reactor, address, port, label, timeout=10.0)
         self.dials.append(d)
 

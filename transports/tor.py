@@ -8,9 +8,10 @@ peer's ``direct-tcp-v1`` hints with public addresses (both through Tor's SOCKS p
 :class:`TorRelay` dials ``relay-v1`` hints through Tor (``relay=True``, so the runner writes the
 relay line first). Without ``--tor`` both decline everything.
 
-Tor is found by :class:`hilltop.tor.TorManager`, passed in ``session.options["tor"]["manager"]``
+Tor is found by :class:`hilltop.tor.manager.TorManager`, passed in
+``session.options["tor"]["manager"]``
 (the CLI shares it with the mailbox connection); a library caller may pass ``"settings"``
-(a :class:`hilltop.tor.TorSettings`) instead.
+(a :class:`hilltop.tor.manager.TorSettings`) instead.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ class _Sessions:
         got = self.managers.get(id(session))
         if got is not None:
             return got[0]
-        from hilltop.tor import TorManager, TorSettings
+        from hilltop.tor.manager import TorManager, TorSettings
 
         cfg = session.options.get(NAME, {})
         manager = cfg.get("manager")

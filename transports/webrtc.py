@@ -11,7 +11,7 @@ How the two sides meet:
   transport contributes nothing and sends nothing (official peers never see a signal).
 * Then each side contributes one ``webrtc-v1`` hint (it carries no address, only "I am in"),
   and the sender starts gathering candidates at once and sends its SDP offer through the
-  encrypted mailbox side channel (:mod:`hilltop.webrtcwire`); the receiver answers.
+  encrypted mailbox side channel (:mod:`hilltop.webrtc.signals`); the receiver answers.
 * The race dials the peer's ``webrtc-v1`` hint with :meth:`WebRTC.hilltop_transport_connect`,
   which fires with the data channel once it is open (or fails after :data:`CONNECT_TIMEOUT`).
   Cancelling it closes the peer connection.

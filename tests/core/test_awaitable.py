@@ -8,7 +8,7 @@ import pytest
 import pytest_twisted
 from twisted.internet import defer
 
-from hilltop.awaitable import DualDeferred, Queue, Watch
+from hilltop._runtime.awaitable import DualDeferred, Queue, Watch
 
 
 @pytest_twisted.ensureDeferred

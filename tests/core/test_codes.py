@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hilltop import wordlist
-from hilltop.codes import (
+from hilltop.errors import CodeFormatError, LocalError
+from hilltop.rendezvous import wordlist
+from hilltop.rendezvous.codes import (
     ZERO_MODE_CODE,
     Code,
     complete,
@@ -17,7 +18,6 @@ from hilltop.codes import (
     parse_code,
     words_from_bytes,
 )
-from hilltop.errors import CodeFormatError, LocalError
 
 nameplates = st.from_regex(r"\A[0-9]{1,40}\Z")
 # any word without hyphens or whitespace: --code accepts non-PGP words

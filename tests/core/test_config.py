@@ -9,7 +9,7 @@ from fresh_interpreter import run_fresh
 
 from hilltop.config import config_path, read_table
 from hilltop.errors import LocalError
-from hilltop.webrtcwire import config_servers
+from hilltop.webrtc.signals import config_servers
 
 
 def test_tables_missing_file_missing_table_and_broken_ones(tmp_path: Path) -> None:
@@ -40,5 +40,5 @@ def test_a_text_send_loads_no_plugin_machinery() -> None:
         " prog_name='wormhole')\n"
         "except SystemExit:\n"
         "    pass\n"
-        "print('pluggy' in sys.modules, 'hilltop.plugins' in sys.modules)\n")
+        "print('pluggy' in sys.modules, 'hilltop.transit.plugins' in sys.modules)\n")
     assert run_fresh(probe).split() == ["False", "False"]

@@ -18,15 +18,17 @@ import pytest
 import pytest_twisted
 from twisted.internet import defer
 
-from hilltop import capabilities, filesink, filetransfer, records
 from hilltop.errors import LocalError, TransferError
-from hilltop.filesink import FileSink
-from hilltop.filesource import FileSource
 from hilltop.hints import parse_hints
-from hilltop.pipeline import OrderedWorker
-from hilltop.plugins import load_transports
-from hilltop.runner import TransitRunner
-from hilltop.transfer import FileOffer
+from hilltop.rendezvous import capabilities
+from hilltop.transfer import filesink, story
+from hilltop.transfer.filesink import FileSink
+from hilltop.transfer.offers import FileOffer
+from hilltop.transfer.source import FileSource
+from hilltop.transit import records
+from hilltop.transit.pipeline import OrderedWorker
+from hilltop.transit.plugins import load_transports
+from hilltop.transit.runner import TransitRunner
 
 TK = bytes(range(32))
 
@@ -85,7 +87,7 @@ async def test_worker_error_stops_later_items() -> None:
 async def test_inline_worker_keeps_the_same_contract() -> None:
     from twisted.internet import reactor
 
-    from hilltop.pipeline import InlineWorker
+    from hilltop.transit.pipeline import InlineWorker
 
     seen: list[int] = []
     errors: list[BaseException] = []
@@ -147,10 +149,10 @@ async def test_file_crosses_intact(tmp_path: Path, record_size: int, hashed: boo
     with open(tmp_path / "src", "rb") as f:
         source = FileSource(FileOffer("src", len(data)), str(tmp_path / "src"), f)
         sent, _ = await defer.gatherResults([
-            defer.ensureDeferred(filetransfer._stream(reactor, cs, source, moved.append,
+            defer.ensureDeferred(story._stream(reactor, cs, source, moved.append,
                                                       record_size, hashed)),
             defer.ensureDeferred(
-                filetransfer._RecordSink(reactor, cr, sink, len(data), lambda _n: None,
+                story._RecordSink(reactor, cr, sink, len(data), lambda _n: None,
                                          inline=inline).run()),
         ])
     digest = sink.finish()
@@ -184,7 +186,7 @@ async def test_sender_closing_midway_is_reported(tmp_path: Path, inline: bool) -
     cs.send_record(b"x" * 1000)
     cs.close()
     with pytest.raises(Exception, match="after 1000 of"):
-        await filetransfer._RecordSink(reactor, cr, sink, 10 * records.BIG_RECORD_SIZE,
+        await story._RecordSink(reactor, cr, sink, 10 * records.BIG_RECORD_SIZE,
                                        lambda _n: None, inline=inline).run()
     sink.abort()
     assert os.listdir(tmp_path) == []
@@ -194,7 +196,7 @@ async def test_sender_closing_midway_is_reported(tmp_path: Path, inline: bool) -
 
 # --- what the two sides negotiate, and the final ack --------------------------------------------
 class FakeWormhole:
-    """Just the two things :func:`filetransfer._negotiate` reads."""
+    """Just the two things :func:`story._negotiate` reads."""
 
     def __init__(self, ours: dict, theirs: dict) -> None:
         self.app_versions = ours
@@ -220,20 +222,20 @@ BEST = (records.AES256GCM if capabilities.AES_RECORDS in capabilities.FEATURES
 ])
 @pytest_twisted.ensureDeferred
 async def test_negotiation_both_ways(ours: dict, theirs: dict, expected: tuple) -> None:
-    assert await filetransfer._negotiate(FakeWormhole(ours, theirs)) == expected
-    assert await filetransfer._negotiate(FakeWormhole(theirs, ours)) == expected
+    assert await story._negotiate(FakeWormhole(ours, theirs)) == expected
+    assert await story._negotiate(FakeWormhole(theirs, ours)) == expected
 
 
 def test_ack_carries_sha256_only_when_hashed() -> None:
-    assert json.loads(filetransfer._ack("ab" * 32)) == {"ack": "ok", "sha256": "ab" * 32}
-    assert json.loads(filetransfer._ack(None)) == {"ack": "ok"}
-    filetransfer._check_ack(filetransfer._ack(None), None)
-    filetransfer._check_ack(filetransfer._ack("ab" * 32), "ab" * 32)
-    filetransfer._check_ack(filetransfer._ack(None), "ab" * 32)  # optional, as for official
+    assert json.loads(story._ack("ab" * 32)) == {"ack": "ok", "sha256": "ab" * 32}
+    assert json.loads(story._ack(None)) == {"ack": "ok"}
+    story._check_ack(story._ack(None), None)
+    story._check_ack(story._ack("ab" * 32), "ab" * 32)
+    story._check_ack(story._ack(None), "ab" * 32)  # optional, as for official
     with pytest.raises(TransferError, match="SHA-256 mismatch"):
-        filetransfer._check_ack(filetransfer._ack("cd" * 32), "ab" * 32)
+        story._check_ack(story._ack("cd" * 32), "ab" * 32)
     with pytest.raises(TransferError):
-        filetransfer._check_ack(b'{"ack": "no"}', None)
+        story._check_ack(b'{"ack": "no"}', None)
 
 
 def test_skip_hash_only_before_data(tmp_path: Path) -> None:

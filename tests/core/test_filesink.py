@@ -1,4 +1,5 @@
-"""hilltop.filesink: received bytes only ever appear complete, and hostile zips write nothing."""
+"""hilltop.transfer.filesink: received bytes only ever appear complete, and hostile zips write
+nothing."""
 
 from __future__ import annotations
 
@@ -16,12 +17,12 @@ import pytest
 from fresh_interpreter import run_fresh
 from zipstream.ng import ZipStream, walk
 
-from hilltop import filesink, foldersink
 from hilltop.errors import DiskFullError, ProtocolError, RejectedError
-from hilltop.filesink import FileSink
-from hilltop.filesource import open_source
-from hilltop.foldersink import DirectorySink
-from hilltop.transfer import DirectoryOffer
+from hilltop.transfer import filesink, foldersink
+from hilltop.transfer.filesink import FileSink
+from hilltop.transfer.foldersink import DirectorySink
+from hilltop.transfer.offers import DirectoryOffer
+from hilltop.transfer.source import open_source
 
 # --- helpers ---------------------------------------------------------------------------------
 
@@ -352,8 +353,8 @@ def test_read_only_folders_are_created_and_cleaned(box: Path) -> None:
 UNREADABLE_FOLDERS = """
 import io, os, sys, zipfile
 from hilltop.errors import RejectedError
-from hilltop.foldersink import DirectorySink
-from hilltop.transfer import DirectoryOffer
+from hilltop.transfer.foldersink import DirectorySink
+from hilltop.transfer.offers import DirectoryOffer
 buf = io.BytesIO()
 with zipfile.ZipFile(buf, "w") as zf:
     for name, data, mode in [("d/", b"", 0o40100), ("d/f", b"x", 0o100644),
@@ -623,10 +624,11 @@ def test_receiving_a_file_does_not_import_the_zip_reader(tmp_path: Path) -> None
     the folder unpacker and its zip reader are imported only for a folder."""
     probe = (
         "import sys\n"
-        "from hilltop import filetransfer, transfer\n"
-        f"sink = filetransfer.open_sink(transfer.FileOffer('f', 1), {str(tmp_path / 'f')!r})\n"
+        "from hilltop.transfer import offers, story\n"
+        f"sink = story.open_sink(offers.FileOffer('f', 1), {str(tmp_path / 'f')!r})\n"
         "sink.write(b'x')\n"
         "sink.finish()\n"
-        "print('hilltop.zipreader' in sys.modules, 'hilltop.foldersink' in sys.modules)\n")
+        "print('hilltop.transfer.zipreader' in sys.modules,"
+        " 'hilltop.transfer.foldersink' in sys.modules)\n")
     assert run_fresh(probe).split() == ["False", "False"]
     assert (tmp_path / "f").read_bytes() == b"x"

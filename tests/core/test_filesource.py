@@ -1,4 +1,4 @@
-"""hilltop.filesource: offers and byte streams for files and directories (sized zip)."""
+"""hilltop.transfer.source: offers and byte streams for files and directories (sized zip)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from hilltop.errors import UnsendableError
-from hilltop.filesource import CHUNK_SIZE, DirectorySource, FileSource, open_source
-from hilltop.transfer import DirectoryOffer, FileOffer
-from hilltop.zipwriter import SMALL_MEMBER
+from hilltop.transfer.offers import DirectoryOffer, FileOffer
+from hilltop.transfer.source import CHUNK_SIZE, DirectorySource, FileSource, open_source
+from hilltop.transfer.zipwriter import SMALL_MEMBER
 
 
 def _permissions_are_bypassed() -> bool:
@@ -189,7 +189,7 @@ def test_directory_offer_matches_the_zip(tmp_path: Path) -> None:
     assert offer.numbytes == sum(i.file_size for i in files) == 5000 + 10 + 0 + 4 + 1
     assert all(i.compress_type == zipfile.ZIP_STORED for i in zf.infolist())
     names = zf.namelist()
-    # Like official 0.24, only empty directories get entries (see hilltop.filesource).
+    # Like official 0.24, only empty directories get entries (see hilltop.transfer.source).
     assert set(names) == {"a/b/deep.txt", "a/run.sh", "empty/", "secret", "zero", "über ☃.txt"}
     assert zf.read("a/b/deep.txt") == b"deep\n" * 1000
     assert zf.read("über ☃.txt") == b"snow"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hilltop.handshake import (
+from hilltop.transit.handshake import (
     Failed,
     Go,
     Handshake,
@@ -132,7 +132,7 @@ def test_relay_line_first_then_ok() -> None:
 
 def test_receiver_via_relay_answers_only_after_the_sender_line() -> None:
     """wormhole-william 1.0.6's sender closes its relay connection if our line is already
-    waiting when it reads (see hilltop.handshake); through a relay we answer, never lead."""
+    waiting when it reads (see hilltop.transit.handshake); through a relay we answer, never lead."""
     r = Handshake("receiver", TK, relay_side16="0123456789abcdef")
     assert r.data_to_send() == RELAY_HS
     r.receive_data(b"ok\n")

@@ -17,9 +17,9 @@ from twisted.internet import defer
 
 from hilltop.hints import direct_tcp_v1
 from hilltop.hookspecs import TransportInfo, hookimpl
-from hilltop.plugins import HookTimeouts, Transports, load_transports
-from hilltop.runner import TransitRunner
 from hilltop.testing import TK, Leaks, close_and_stop, exchange, pair
+from hilltop.transit.plugins import HookTimeouts, Transports, load_transports
+from hilltop.transit.runner import TransitRunner
 
 FAST = HookTimeouts(start=0.3, connect=0.3, stop=0.3)
 DIRECT = EntryPoint("direct-tcp", "hilltop.transports.direct_tcp:DirectTCP", "hilltop.transports")
@@ -128,7 +128,7 @@ async def test_faulty_plugin_is_skipped_and_transfer_completes(
 ) -> None:
     from twisted.internet import reactor
 
-    caplog.set_level(logging.WARNING, logger="hilltop.plugins")
+    caplog.set_level(logging.WARNING, logger="hilltop.transit.plugins")
     leaks = Leaks(reactor)
     s_ts, s_faulty = transports_with(fault)
     r_ts, r_faulty = transports_with(fault)

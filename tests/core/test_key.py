@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hilltop import key
 from hilltop.errors import LocalError, WrongCodeError
+from hilltop.rendezvous import key
 
 K = bytes(range(32))
 SIDE = "abcdef0123"

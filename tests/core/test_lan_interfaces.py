@@ -1,4 +1,4 @@
-"""LAN mode I/O helpers that need no network: interface selection (hilltop.lan)."""
+"""LAN mode I/O helpers that need no network: interface selection (hilltop.lan.service)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pytest
 
 from hilltop.errors import LocalError
-from hilltop.lan import lan_interfaces
+from hilltop.lan.service import lan_interfaces
 
 
 @dataclass
@@ -54,8 +54,8 @@ def test_unusable_interface_is_a_clear_error(name: str, message: str) -> None:
 
 @pytest.mark.parametrize("interface", [None, "wlan0"])
 def test_lan_transit_restricts_the_listener_only_with_interface(interface: str | None) -> None:
+    from hilltop import TransitOptions
     from hilltop.cli.lan import lan_transit
-    from hilltop.filetransfer import TransitOptions
 
     chosen = lan_interfaces(interface, ADAPTERS)
     options = lan_transit(TransitOptions(transit_helpers=["tcp:relay:4001"]), chosen, interface,

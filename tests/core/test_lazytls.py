@@ -16,23 +16,25 @@ SEND = textwrap.dedent("""
         cli(["--relay-url", "ws://127.0.0.1:1/v1", "send", "--text", "hi"], prog_name="wormhole")
     except SystemExit as exit:
         print("exit:", exit.code)
-    from hilltop import bulkpump, filetransfer, rendezvous, runner  # what a transfer adds
+    from hilltop.rendezvous import client# what a transfer adds
+    from hilltop.transfer import story
+    from hilltop.transit import bulkpump, runner
     from hilltop.transports import direct_tcp, relay
-    rendezvous._autobahn()
+    client._autobahn()
     print("OpenSSL loaded:", "OpenSSL" in sys.modules)
 """)
 
 WSS = textwrap.dedent("""
     import socket, sys, threading
     import hilltop.cli.main  # opts in
-    from hilltop.reactor import install_asyncio_reactor
+    from hilltop._runtime.reactor import install_asyncio_reactor
     reactor = install_asyncio_reactor()
-    from hilltop import rendezvous
-    rendezvous._autobahn()
+    from hilltop.rendezvous import client
+    client._autobahn()
     from twisted.internet import protocol
     print("before:", "OpenSSL" in sys.modules)
-    print("plain:", type(rendezvous.default_endpoint(reactor, "localhost", 1, False)).__name__)
-    from hilltop.tor import TorManager  # --tor with a wss:// mailbox: TLS through Tor
+    print("plain:", type(client.default_endpoint(reactor, "localhost", 1, False)).__name__)
+    from hilltop.tor.manager import TorManager  # --tor with a wss:// mailbox: TLS through Tor
     through_tor = TorManager(reactor).endpoint_factory(reactor, "example.org", 443, True)
     print("tor wss:", hasattr(through_tor, "connect"))
 
@@ -44,7 +46,7 @@ WSS = textwrap.dedent("""
         conn.close()
     threading.Thread(target=accept, daemon=True).start()
     port = server.getsockname()[1]
-    ep = rendezvous.default_endpoint(reactor, "127.0.0.1", port, True)
+    ep = client.default_endpoint(reactor, "127.0.0.1", port, True)
     d = ep.connect(protocol.Factory.forProtocol(protocol.Protocol))
     d.addBoth(lambda _: reactor.callLater(0.5, reactor.stop))
     reactor.callLater(10, reactor.stop)
@@ -75,6 +77,7 @@ def test_wss_still_speaks_tls() -> None:
 
 def test_library_imports_are_left_alone() -> None:
     """Without the CLI's opt-in, Twisted is imported exactly as usual."""
-    probe = ("import sys, hilltop.api; from hilltop.reactor import install_asyncio_reactor; "
+    probe = ("import sys, hilltop.api; "
+             "from hilltop._runtime.reactor import install_asyncio_reactor; "
              "install_asyncio_reactor(); print('OpenSSL' in sys.modules)")
     assert run_fresh(probe).strip() == "True"

@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from hilltop import key
-from hilltop import mailbox as mb
 from hilltop.errors import (
     ProtocolError,
     ServerError,
@@ -21,6 +19,8 @@ from hilltop.errors import (
     UnwelcomeError,
     WrongCodeError,
 )
+from hilltop.rendezvous import key
+from hilltop.rendezvous import mailbox as mb
 
 APPID = "lothar.com/wormhole/text-or-file-xfer"
 

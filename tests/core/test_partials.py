@@ -1,4 +1,5 @@
-"""hilltop.partials: a dead receiver's temporaries are cleared, a live receiver's never are."""
+"""hilltop.transfer.partials: a dead receiver's temporaries are cleared, a live receiver's never
+are."""
 
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from hilltop import partials
 from hilltop.errors import RejectedError
-from hilltop.filesink import FileSink
-from hilltop.foldersink import DirectorySink
-from hilltop.transfer import DirectoryOffer
+from hilltop.transfer import partials
+from hilltop.transfer.filesink import FileSink
+from hilltop.transfer.foldersink import DirectorySink
+from hilltop.transfer.offers import DirectoryOffer
 
 pytestmark = pytest.mark.skipif(partials.fcntl is None, reason="no flock on this platform")
 
@@ -125,7 +126,7 @@ def test_the_temporary_of_a_killed_receiver_is_cleared_by_the_next(box: Path) ->
     """The real case: SIGKILL leaves the file, and the kernel drops the dead process's lock."""
     script = (
         "import sys, time\n"
-        "from hilltop.filesink import FileSink\n"
+        "from hilltop.transfer.filesink import FileSink\n"
         f"sink = FileSink({str(box / 'f')!r}, 10)\n"
         "sink.write(b'12345')\n"
         "print(sink.temp_path, flush=True)\n"

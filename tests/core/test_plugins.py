@@ -13,7 +13,7 @@ from hilltop.cli import transports as cli_transports
 from hilltop.config import config_path
 from hilltop.errors import LocalError
 from hilltop.hookspecs import TransportInfo, hookimpl
-from hilltop.plugins import (
+from hilltop.transit.plugins import (
     PluginConfig,
     load_configured,
     load_transports,
@@ -63,7 +63,7 @@ def test_builtins_register_through_entry_points() -> None:
 
 
 def test_broken_plugins_reported_once_and_skipped(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, logger="hilltop.plugins")
+    caplog.set_level(logging.WARNING, logger="hilltop.transit.plugins")
     eps = [EntryPoint("missing", "hilltop.no_such_module:Thing", "hilltop.transports")]
     transports = load_transports(eps=eps, extra=[OldApi(), BadInfo(), UnknownHook(), Good()])
     assert transports.names() == ["good"]

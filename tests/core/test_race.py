@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from hilltop.race import (
+from hilltop.transit.race import (
     Cancel,
     Candidate,
     Race,

@@ -6,7 +6,7 @@ import pytest_twisted
 from twisted.internet import defer
 from twisted.internet.address import IPv4Address
 
-from hilltop.reactor import _LoopResolver
+from hilltop._runtime.reactor import _LoopResolver
 
 
 class Receiver:

@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from nacl.secret import SecretBox
 
-from hilltop.capabilities import (
+from hilltop.errors import BadRecordError
+from hilltop.rendezvous.capabilities import (
     AES_RECORDS,
     FEATURES,
     UNHASHED_ACK,
@@ -17,9 +18,8 @@ from hilltop.capabilities import (
     advertisement,
     from_app_versions,
 )
-from hilltop.errors import BadRecordError
-from hilltop.handshake import transit_purpose_key
-from hilltop.records import (
+from hilltop.transit.handshake import transit_purpose_key
+from hilltop.transit.records import (
     AES256GCM,
     BIG_RECORD_SIZE,
     BIG_RECORDS,
@@ -286,7 +286,7 @@ def test_unknown_cipher_is_a_programming_error() -> None:
 
 
 def test_open_into_gathers_small_records_and_writes_big_ones_alone() -> None:
-    from hilltop.records import RecordFramer, RecordOpener, RecordSealer, open_into
+    from hilltop.transit.records import RecordFramer, RecordOpener, RecordSealer, open_into
 
     plains = [b"a" * 40, b"b" * 50, b"c" * 300, b"d" * 10, b"e" * 70]  # "c" exceeds out
     sealer = RecordSealer(SENDER_KEY)

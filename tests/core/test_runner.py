@@ -17,9 +17,9 @@ from twisted.internet.task import deferLater
 from hilltop.errors import TransitError
 from hilltop.hints import direct_tcp_v1, parse_hints
 from hilltop.hookspecs import TransportInfo, hookimpl
-from hilltop.plugins import load_transports
-from hilltop.race import RaceConfig
-from hilltop.runner import TransitRunner
+from hilltop.transit.plugins import load_transports
+from hilltop.transit.race import RaceConfig
+from hilltop.transit.runner import TransitRunner
 
 TK = bytes(range(32))
 

@@ -1,4 +1,4 @@
-"""hilltop.transfer: v1 app messages on the wire, and where received data may land."""
+"""hilltop.transfer.offers: v1 app messages on the wire, and where received data may land."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hilltop.errors import ProtocolError, RejectedError, UnknownOfferError
-from hilltop.transfer import (
+from hilltop.transfer.offers import (
     Answer,
     DirectoryOffer,
     ErrorMsg,

@@ -6,28 +6,29 @@ import json
 
 import pytest
 
-from hilltop import api, webrtcwire
+from hilltop import api
 from hilltop.errors import HilltopError, ProtocolError
+from hilltop.webrtc import signals
 
 
 def test_offer_round_trip() -> None:
-    data = webrtcwire.encode("offer", "v=0\r\n")
+    data = signals.encode("offer", "v=0\r\n")
     assert json.loads(data) == {"hilltop-webrtc": {"kind": "offer", "sdp": "v=0\r\n"}}
-    assert webrtcwire.decode(data) == webrtcwire.Signal("offer", "v=0\r\n")
+    assert signals.decode(data) == signals.Signal("offer", "v=0\r\n")
 
 
 def test_wide_is_said_only_when_true() -> None:
-    wide = webrtcwire.encode("answer", "v=0\r\n", wide=True)
+    wide = signals.encode("answer", "v=0\r\n", wide=True)
     assert json.loads(wide)["hilltop-webrtc"]["wide"] is True
-    assert webrtcwire.decode(wide).wide
-    assert "wide" not in json.loads(webrtcwire.encode("answer", "v=0\r\n"))["hilltop-webrtc"]
+    assert signals.decode(wide).wide
+    assert "wide" not in json.loads(signals.encode("answer", "v=0\r\n"))["hilltop-webrtc"]
     # only a JSON true counts; anything else is "no"
     odd = b'{"hilltop-webrtc": {"kind": "offer", "sdp": "x", "wide": "yes"}}'
-    assert not webrtcwire.decode(odd).wide
+    assert not signals.decode(odd).wide
 
 
 def test_bye_has_no_sdp() -> None:
-    assert webrtcwire.decode(webrtcwire.encode("bye")) == webrtcwire.Signal("bye")
+    assert signals.decode(signals.encode("bye")) == signals.Signal("bye")
 
 
 @pytest.mark.parametrize("bad", [
@@ -37,43 +38,43 @@ def test_bye_has_no_sdp() -> None:
 ])
 def test_malformed_signals_are_protocol_errors(bad: bytes) -> None:
     with pytest.raises(ProtocolError):
-        webrtcwire.decode(bad)
+        signals.decode(bad)
 
 
 def test_encode_refuses_nonsense() -> None:
     with pytest.raises(ValueError):
-        webrtcwire.encode("hello", "sdp")
+        signals.encode("hello", "sdp")
     with pytest.raises(ValueError):
-        webrtcwire.encode("offer")
+        signals.encode("offer")
 
 
 def test_side_channel_split() -> None:
-    assert api._side_channel(webrtcwire.encode("answer", "s")) == "webrtc"
+    assert api._side_channel(signals.encode("answer", "s")) == "webrtc"
     assert api._side_channel(b'{"offer": {"message": "hi"}}') is None
     assert api._side_channel(b'{"hilltop-x": 1, "y": 2}') is None
     assert api._side_channel(b'{"hilltop-broken') is None
 
 
 def test_ice_servers() -> None:
-    assert webrtcwire.ice_servers([], [], None, None) == []
-    got = webrtcwire.ice_servers(["stun:198.19.0.1:3478"], ["turn:198.19.0.1:3478?transport=udp"],
+    assert signals.ice_servers([], [], None, None) == []
+    got = signals.ice_servers(["stun:198.19.0.1:3478"], ["turn:198.19.0.1:3478?transport=udp"],
                                  "u", "p")
     assert got == [{"urls": "stun:198.19.0.1:3478"},
                    {"urls": "turn:198.19.0.1:3478?transport=udp", "username": "u",
                     "credential": "p"}]
     with pytest.raises(HilltopError):
-        webrtcwire.ice_servers([], ["turn:x:3478"], None, None)
+        signals.ice_servers([], ["turn:x:3478"], None, None)
     with pytest.raises(HilltopError):
-        webrtcwire.stun_server("http://example.org")
+        signals.stun_server("http://example.org")
 
 
 def test_settings_flags_win_over_config() -> None:
     config = {"stun": "stun:a:1", "turn": ["turn:b:2"], "turn-user": "u",
               "turn-password": "p", "relay-only": True}
-    got = webrtcwire.settings([], [], None, None, config=config)
+    got = signals.settings([], [], None, None, config=config)
     assert [s["urls"] for s in got["ice_servers"]] == ["stun:a:1", "turn:b:2"]
     assert got["relay_only"] is True
-    got = webrtcwire.settings(["stun:c:3"], [], None, None, config=config)
+    got = signals.settings(["stun:c:3"], [], None, None, config=config)
     assert [s["urls"] for s in got["ice_servers"]] == ["stun:c:3", "turn:b:2"]
 
 
@@ -83,7 +84,7 @@ def test_settings_flags_win_over_config() -> None:
 ])
 def test_bad_config_values_are_clear_errors(table: dict) -> None:
     with pytest.raises(HilltopError, match=r"\[webrtc\]|relay-only"):
-        webrtcwire.settings([], [], None, None, config=table)
+        signals.settings([], [], None, None, config=table)
 
 
 @pytest.mark.parametrize(("tor", "transports", "offered"), [
@@ -93,9 +94,9 @@ def test_bad_config_values_are_clear_errors(table: dict) -> None:
 def test_webrtc_advertised_only_when_this_run_may_use_it(tor: bool, transports: list | None,
                                                         offered: bool) -> None:
     pytest.importorskip("aiortc")
-    from hilltop import capabilities
+    from hilltop import TransitOptions
     from hilltop.cli.transitopts import app_versions
-    from hilltop.filetransfer import TransitOptions
+    from hilltop.rendezvous import capabilities
 
     ours = capabilities.from_app_versions(
         app_versions(TransitOptions(tor=tor, transports=transports)))

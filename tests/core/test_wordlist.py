@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hilltop import wordlist
+from hilltop.rendezvous import wordlist
 
 
 def test_table_has_256_lowercase_rows() -> None:

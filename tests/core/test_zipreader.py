@@ -1,4 +1,4 @@
-"""hilltop.zipreader: every zip writer a peer uses, read front to back in any chunking."""
+"""hilltop.transfer.zipreader: every zip writer a peer uses, read front to back in any chunking."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from zip_writers import every_writer
 
-from hilltop.zipreader import (
+from hilltop.transfer.zipreader import (
     ArchiveEnd,
     CentralEntry,
     MemberData,

@@ -1,4 +1,4 @@
-"""hilltop.zipreader and DirectorySink against damaged and hostile archives.
+"""hilltop.transfer.zipreader and DirectorySink against damaged and hostile archives.
 
 Valid archives from every writer a peer uses are damaged at random (bytes flipped, inserted,
 deleted, duplicated, header fields set to extreme values, truncation) and fed in random
@@ -24,11 +24,11 @@ from hypothesis import strategies as st
 from zip_writers import Unseekable, every_writer
 from zipstream.ng import ZipStream
 
-from hilltop import filesink, foldersink, partials
 from hilltop.errors import HilltopError, ProtocolError
-from hilltop.foldersink import DirectorySink
-from hilltop.transfer import DirectoryOffer
-from hilltop.zipreader import (
+from hilltop.transfer import filesink, foldersink, partials
+from hilltop.transfer.foldersink import DirectorySink
+from hilltop.transfer.offers import DirectoryOffer
+from hilltop.transfer.zipreader import (
     ArchiveEnd,
     CentralEntry,
     MemberData,

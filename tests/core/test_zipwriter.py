@@ -1,4 +1,4 @@
-"""hilltop.zipwriter: the sized zip layout, read back by Python's zipfile (what official
+"""hilltop.transfer.zipwriter: the sized zip layout, read back by Python's zipfile (what official
 receivers use) and by hilltop's own front-to-back reader, in every layout it can take."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hilltop.zipformat import DESCRIPTOR, LOCAL_HEADER
-from hilltop.zipreader import MemberData, MemberStart, ZipStreamReader
-from hilltop.zipwriter import Entry, ZipLayout
+from hilltop.transfer.zipformat import DESCRIPTOR, LOCAL_HEADER
+from hilltop.transfer.zipreader import MemberData, MemberStart, ZipStreamReader
+from hilltop.transfer.zipwriter import Entry, ZipLayout
 
 FILE = stat.S_IFREG | 0o644
 FOLDER = stat.S_IFDIR | 0o755
@@ -24,7 +24,7 @@ MTIME = time.mktime((2024, 5, 17, 13, 45, 30, 0, 0, -1))
 
 
 def write(layout: ZipLayout, contents: list[bytes]) -> bytes:
-    """The archive as hilltop.filesource sends it: header, data, descriptor; then the end."""
+    """The archive as hilltop.transfer.source sends it: header, data, descriptor; then the end."""
     out = bytearray()
     for index, data in enumerate(contents):
         crc = zlib.crc32(data)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from hilltop.hookspecs import TransitSession
-from hilltop.plugins import load_transports
+from hilltop.transit.plugins import load_transports
 from hilltop.transports.lan import Lan, _loopback_url
 
 

@@ -10,11 +10,11 @@ import pytest_twisted
 from twisted.internet import defer
 from twisted.internet.task import deferLater
 
-from hilltop.handshake import relay_handshake
 from hilltop.hints import direct_tcp_v1, parse_hints, parse_transit_helper, relay_v1
 from hilltop.hookspecs import TransitSession
-from hilltop.plugins import load_transports
-from hilltop.runner import TransitRunner
+from hilltop.transit.handshake import relay_handshake
+from hilltop.transit.plugins import load_transports
+from hilltop.transit.runner import TransitRunner
 from hilltop.transports.relay import Relay
 
 TK = bytes(range(32))

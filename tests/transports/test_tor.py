@@ -14,7 +14,7 @@ from twisted.internet import defer
 from hilltop.errors import LocalError
 from hilltop.hints import direct_tcp_v1, relay_v1, tor_tcp_v1
 from hilltop.hookspecs import TransitSession
-from hilltop.tor import TorManager, TorSettings, connect_retrying, parse_socks
+from hilltop.tor.manager import TorManager, TorSettings, connect_retrying, parse_socks
 from hilltop.transports.relay import Relay
 from hilltop.transports.tor import Tor, TorRelay, public_address
 

@@ -22,7 +22,7 @@ from twisted.internet import defer
 
 from hilltop.hookspecs import TransitSession
 from hilltop.testing import ConformanceSuite, TransportSubject, close_and_stop, exchange, pair
-from hilltop.webrtcwire import Signal
+from hilltop.webrtc.signals import Signal
 
 pytest.importorskip("aiortc")
 
@@ -191,8 +191,8 @@ def test_off_under_tor_without_touching_aiortc() -> None:
     script = """
 import sys
 from hilltop.hookspecs import TransitSession
-from hilltop.plugins import load_configured
-from hilltop.webrtcwire import MailboxSignalling
+from hilltop.transit.plugins import load_configured
+from hilltop.webrtc.signals import MailboxSignalling
 
 class W:
     app_versions = {}

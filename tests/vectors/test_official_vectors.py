@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from hilltop import handshake, key, wordlist
-from hilltop.codes import words_from_bytes
+from hilltop.rendezvous import key, wordlist
+from hilltop.rendezvous.codes import words_from_bytes
+from hilltop.transit import handshake
 
 # Runs inside the official venv. Reads a JSON request on stdin, prints a JSON answer.
 OFFICIAL_SCRIPT = r"""
@@ -171,7 +172,7 @@ def test_pake_matches(official: dict[str, Any], index: int) -> None:
 
 def test_completions_match(official: dict[str, Any]) -> None:
     """Official completes the words part only; we complete the whole line after "N-"."""
-    from hilltop.codes import complete
+    from hilltop.rendezvous.codes import complete
 
     for (prefix, n), theirs in zip(COMPLETION_CASES, official["completions"], strict=True):
         ours = complete(f"7-{prefix}", [], n)

@@ -11,8 +11,8 @@ from hilltop_unix_socket import HINT_TYPE, UnixSocket, dialable_path
 
 from hilltop.hints import RawHint, parse_hints
 from hilltop.hookspecs import TransitSession
-from hilltop.plugins import load_transports
 from hilltop.testing import ConformanceSuite, TransportSubject
+from hilltop.transit.plugins import load_transports
 
 
 class TestConformance(ConformanceSuite):

@@ -1,7 +1,7 @@
 """Sender side: turn a path into a v1 offer plus a byte stream of exactly the offered size.
 
 A file is read as it is. A directory is streamed as a zip built on the fly
-(:mod:`hilltop.zipwriter`): entries are STORED, as official 0.24's are, so the final
+(:mod:`hilltop.transfer.zipwriter`): entries are STORED, as official 0.24's are, so the final
 ``zipsize`` is known before the first byte is read and no temporary copy of the tree is ever
 made. Small files are read whole before their header goes out (so it can carry their CRC-32);
 big ones go straight from the file into the caller's buffer.
@@ -37,8 +37,8 @@ from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 from hilltop.errors import UnsendableError
-from hilltop.transfer import DIRECTORY_MODE, DirectoryOffer, FileOffer
-from hilltop.zipwriter import Entry, ZipLayout
+from hilltop.transfer.offers import DIRECTORY_MODE, DirectoryOffer, FileOffer
+from hilltop.transfer.zipwriter import Entry, ZipLayout
 
 CHUNK_SIZE = 16384
 """Plaintext bytes per transit record, as the Python sender uses."""

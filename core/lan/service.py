@@ -1,9 +1,10 @@
 """LAN mode I/O: an in-process mailbox server, and DNS-SD over mDNS with ``zeroconf``.
 
 zeroconf's async API runs on the asyncio loop that Twisted's asyncio reactor also runs
-(:mod:`hilltop.reactor`), so there are no threads: every coroutine here is an asyncio one and
+(:mod:`hilltop._runtime.reactor`), so there are no threads: every coroutine here is an asyncio one
+and
 Twisted callers bridge with :func:`aio` (``Deferred.fromFuture``). What goes into the records
-is decided by the pure :mod:`hilltop.lanwire`.
+is decided by the pure :mod:`hilltop.lan.wire`.
 
 The mailbox is the official ``magic-wormhole-mailbox-server`` run in-process with an in-memory
 database, listening only on the chosen LAN addresses: the same server code every other client
@@ -23,8 +24,8 @@ from typing import Any
 from twisted.internet import defer
 from twisted.internet.error import CannotListenError
 
-from hilltop import lanwire
 from hilltop.errors import LocalError, RemoteError
+from hilltop.lan import wire
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ def lan_interfaces(name: str | None = None, adapters: Iterable[Any] | None = Non
     names: list[str] = []
     for adapter in chosen:
         ips = [(ip.ip[0] if isinstance(ip.ip, tuple) else ip.ip) for ip in adapter.ips]
-        usable = [ip for ip in ips if lanwire.usable_address(ip)]
+        usable = [ip for ip in ips if wire.usable_address(ip)]
         if not usable:
             continue
         names.append(adapter.nice_name)
@@ -90,7 +91,7 @@ def lan_interfaces(name: str | None = None, adapters: Iterable[Any] | None = Non
     if not addresses:
         where = f"interface {name!r}" if name else "this host"
         raise LocalError(f"{where} has no LAN address (only loopback or link-local ones)")
-    return LanInterfaces(tuple(lanwire.order_addresses(addresses)), tuple(dict.fromkeys(zc)),
+    return LanInterfaces(tuple(wire.order_addresses(addresses)), tuple(dict.fromkeys(zc)),
                          tuple(names))
 
 
@@ -128,7 +129,7 @@ class LanMailbox:
         if not self._ports:
             self._server.stopService()
             raise LocalError("the LAN mailbox could not listen on any LAN address")
-        return lanwire.mailbox_urls(self.addresses, self.port)
+        return wire.mailbox_urls(self.addresses, self.port)
 
     def stop(self) -> defer.Deferred[Any]:
         ports, self._ports = self._ports, []
@@ -169,7 +170,7 @@ class Mdns:
         from zeroconf import NonUniqueNameException
         from zeroconf.asyncio import AsyncServiceInfo
 
-        info = AsyncServiceInfo(lanwire.SERVICE_TYPE, name, port=port, properties=txt,
+        info = AsyncServiceInfo(wire.SERVICE_TYPE, name, port=port, properties=txt,
                                 server=self._host, parsed_addresses=list(addresses))
         try:
             done = await self.azc.async_register_service(
@@ -198,7 +199,7 @@ class Mdns:
             if left <= 0:
                 raise NotFoundOnLan(f"nothing on the LAN answered for {name} "
                                     f"within {timeout:g} s")
-            info = AsyncServiceInfo(lanwire.SERVICE_TYPE, name)
+            info = AsyncServiceInfo(wire.SERVICE_TYPE, name)
             wait_ms = int(1000 * min(query_every, left)) or 1
             if await info.async_request(self.azc.zeroconf, wait_ms) and info.port \
                     and info.parsed_scoped_addresses():
@@ -214,4 +215,4 @@ class Mdns:
 
 def found_addresses(info: Any) -> list[str]:
     """A found service's addresses a LAN peer can dial, IPv4 first."""
-    return lanwire.order_addresses(info.parsed_addresses())
+    return wire.order_addresses(info.parsed_addresses())

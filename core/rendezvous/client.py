@@ -1,4 +1,4 @@
-"""The WebSocket shell around :class:`hilltop.mailbox.Mailbox` (autobahn on Twisted).
+"""The WebSocket shell around :class:`hilltop.rendezvous.mailbox.Mailbox` (autobahn on Twisted).
 
 Like aioquic's asyncio protocol: every input is fed to the engine, then one ``_pump`` drains
 its frames, acts on its connect/disconnect requests, passes the other events on, and re-arms
@@ -17,9 +17,9 @@ from urllib.parse import urlparse
 from twisted.internet import endpoints
 from twisted.internet.interfaces import IStreamClientEndpoint
 
-from hilltop import mailbox, messages
+from hilltop._runtime.lazytls import openssl_deferred, wrap_client_tls
 from hilltop.errors import LocalError
-from hilltop.lazytls import openssl_deferred, wrap_client_tls
+from hilltop.rendezvous import mailbox, messages
 
 log = logging.getLogger(__name__)
 

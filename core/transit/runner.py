@@ -1,4 +1,5 @@
-"""The transit shell: drives :mod:`hilltop.race` with ``callLater`` over the transport plugins.
+"""The transit shell: drives :mod:`hilltop.transit.race` with ``callLater`` over the transport
+plugins.
 
 Usage by the file-transfer layer (hints must travel through the mailbox before connecting)::
 
@@ -9,7 +10,7 @@ Usage by the file-transfer layer (hints must travel through the mailbox before c
     record = await conn.receive_record()        # or conn.set_record_receiver(cb, on_lost)
     await conn.close()
 
-Every attempt runs :class:`hilltop.handshake.Handshake` over whatever stream its transport
+Every attempt runs :class:`hilltop.transit.handshake.Handshake` over whatever stream its transport
 returned; the race decides who wins. Losers are closed, pending dials cancelled, listeners
 stopped and our timer cancelled as soon as the race ends; :meth:`TransitRunner.stop` waits
 until all of that has really happened.
@@ -29,14 +30,15 @@ from typing import Any, Literal
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
-from hilltop import handshake as hs
-from hilltop import race as rc
-from hilltop.awaitable import DualDeferred, Watch
+from hilltop._runtime.awaitable import DualDeferred, Watch
 from hilltop.errors import BadRecordError, TransitError
 from hilltop.hints import Hint, relay_v1
 from hilltop.hookspecs import TransitSession
-from hilltop.plugins import HookTimeouts, LoadedTransport, Transports, load_transports
-from hilltop.records import (
+from hilltop.streams import ByteStream
+from hilltop.transit import handshake as hs
+from hilltop.transit import race as rc
+from hilltop.transit.plugins import HookTimeouts, LoadedTransport, Transports, load_transports
+from hilltop.transit.records import (
     SECRETBOX,
     Cipher,
     RecordDecoder,
@@ -45,7 +47,6 @@ from hilltop.records import (
     RecordSealer,
     record_keys,
 )
-from hilltop.streams import ByteStream
 
 log = logging.getLogger(__name__)
 
@@ -473,7 +474,7 @@ class TransitConnection:
 
     async def borrow_socket_for_sending(self) -> socket.socket | None:
         """A duplicate of the TCP socket under this connection for a bulk-data thread
-        (:mod:`hilltop.bulkpump`), once every record sent so far has left; seal with
+        (:mod:`hilltop.transit.bulkpump`), once every record sent so far has left; seal with
         :attr:`sealer`. None when the stream has no plain socket (then use :meth:`write_sealed`).
         The reactor keeps reading: the peer's next record (its ack) arrives as usual."""
         lend = getattr(self.stream, "lend_socket", None)

@@ -5,7 +5,7 @@ whole archive on disk until the last byte and reading it again; reading the loca
 they arrive lets the receiver create each file while the rest is still on the wire.
 
 Every writer a peer uses is covered: Python's zipfile and hilltop's own writer
-(:mod:`hilltop.zipwriter`: sizes in the local header, a descriptor only after members over
+(:mod:`hilltop.transfer.zipwriter`: sizes in the local header, a descriptor only after members over
 1 MiB), zipstream-ng in official 0.24 senders (STORED members followed by a data descriptor,
 zip64 when large), Go's archive/zip in wormhole-william (DEFLATED members with data
 descriptors). A STORED member with a data descriptor has no length before its data, so its
@@ -28,7 +28,7 @@ from enum import Enum, auto
 from typing import Any
 
 from hilltop.errors import ProtocolError
-from hilltop.zipformat import (
+from hilltop.transfer.zipformat import (
     CENTRAL,
     CENTRAL_HEADER,
     DEFLATED,

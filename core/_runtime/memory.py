@@ -3,7 +3,7 @@
 Why: unpacking a received directory allocates one short-lived buffer per file (1-64 KiB,
 below glibc's mmap threshold, so from the heap) between small objects that live on (the
 entry checks' record of every path). The sender needs none: it reads every small file into
-one reused buffer (:mod:`hilltop.filesource`). The freed buffers leave holes glibc keeps,
+one reused buffer (:mod:`hilltop.transfer.source`). The freed buffers leave holes glibc keeps,
 and peak RSS grew by ~6 MB per 10,000 files with no live data behind it.
 ``malloc_trim(0)`` returns the free pages inside the heap; called every few MiB of file data
 it costs well under a millisecond each time. Elsewhere (no glibc) it does nothing.

@@ -14,7 +14,7 @@ def install_asyncio_reactor(loop: asyncio.AbstractEventLoop | None = None) -> An
     of a half-working mix, because the WebRTC and LAN transports need asyncio futures.
     """
     if "twisted.internet.reactor" not in sys.modules:
-        from hilltop.lazytls import openssl_deferred
+        from hilltop._runtime.lazytls import openssl_deferred
 
         with openssl_deferred():  # the CLI's: Twisted's TCP and reactor modules without TLS
             from twisted.internet import asyncioreactor

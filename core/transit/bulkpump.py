@@ -1,7 +1,7 @@
 """The bulk of a file transfer on a thread of its own, straight between the file and a TCP socket.
 
 Why: between two hilltop peers the data path is CPU-bound on two cores, and profiles of the
-reactor-driven pipeline (:mod:`hilltop.pipeline`) showed a third of each side's bulk CPU in
+reactor-driven pipeline (:mod:`hilltop.transit.pipeline`) showed a third of each side's bulk CPU in
 Python around the bytes: a reactor turn per read or write, Twisted's buffer concatenation,
 a frame splitter, thread hand-offs and their wake-ups. When the winning connection is a
 plain TCP (or Unix) socket, one thread per side now does the whole loop with the GIL
@@ -34,8 +34,8 @@ from typing import Any, Generic, TypeVar
 
 from twisted.internet import defer
 
-from hilltop import records
 from hilltop.errors import TransitError
+from hilltop.transit import records
 
 T = TypeVar("T")
 

@@ -13,7 +13,7 @@ carry their CRC-32 and sizes in the local header, with no descriptor (as Python'
 writes to a seekable file); a receiver copies exactly that many bytes. Bigger members are
 streamed with a descriptor (as zipstream-ng does), zip64 where a size needs it. Every receiver
 reads both: Python's zipfile (official) and Go's archive/zip (wormhole-william) through the
-central directory, :mod:`hilltop.zipreader` front to back.
+central directory, :mod:`hilltop.transfer.zipreader` front to back.
 
 Each entry keeps the Unix mode in its external attributes (create system 3), as zipstream-ng
 does: official 0.24 chmods every file it unpacks from them.
@@ -28,7 +28,7 @@ from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from hilltop.zipformat import (
+from hilltop.transfer.zipformat import (
     CENTRAL,
     CENTRAL_HEADER,
     DESCRIPTOR,

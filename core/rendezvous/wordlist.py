@@ -17,7 +17,7 @@ EVEN, ODD = 0, 1  # column index in a table() row
 @cache
 def table() -> tuple[tuple[str, str], ...]:
     """``table()[byte] == (even_word, odd_word)``, read once from the package data."""
-    text = resources.files("hilltop").joinpath("pgp_words.txt").read_text("utf-8")
+    text = resources.files("hilltop.rendezvous").joinpath("pgp_words.txt").read_text("utf-8")
     rows: list[tuple[str, str]] = []
     for line in text.splitlines():
         if not line or line.startswith("#"):

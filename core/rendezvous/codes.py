@@ -11,8 +11,8 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hilltop import wordlist
 from hilltop.errors import CodeFormatError
+from hilltop.rendezvous import wordlist
 
 MAX_NAMEPLATE_DIGITS = 40  # the mailbox server's own limit
 EXAMPLE = "a code looks like 7-guitarist-revenge"

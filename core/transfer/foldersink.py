@@ -1,7 +1,8 @@
 """Receiver side of a folder: unpack the peer's zip as it arrives, trusting nothing in it.
 
 A received directory is a zip chosen by the peer, so it is hostile input. :class:`DirectorySink`
-unpacks it as it arrives (:mod:`hilltop.zipreader`) into a hidden temporary directory beside
+unpacks it as it arrives (:mod:`hilltop.transfer.zipreader`) into a hidden temporary directory
+beside
 the target, checking each entry before anything is created for it: no absolute paths, ``..``,
 drive letters, backslashes or paths nested over 256 deep, no two names that would land on one
 path (also after case folding and Unicode normalisation, for case-insensitive disks), no file
@@ -9,7 +10,8 @@ where a folder is needed, and totals that roughly agree with the offer; then, fr
 directory, no symlinks or device entries and every entry matching what was read. Only a
 complete, checked archive is renamed into place; any failure removes the temporary directory.
 
-A module of its own (not part of :mod:`hilltop.filesink`, whose lifecycle it shares) so that
+A module of its own (not part of :mod:`hilltop.transfer.filesink`, whose lifecycle it shares) so
+that
 receiving a single file does not import the zip reader: a receiver opens its sink after the
 offer has arrived, while the sender waits for the answer.
 """
@@ -23,13 +25,19 @@ import re
 import stat
 import unicodedata
 
-from hilltop import filesink  # filesink.write_all: the seam tests patch for a full disk
+from hilltop._runtime.memory import Trimmer
 from hilltop.errors import ProtocolError
-from hilltop.filesink import Offered, Sink, appeared, io_error
-from hilltop.memory import Trimmer
-from hilltop.partials import OPEN_FLAGS, claim_folder, remove_tree
-from hilltop.transfer import MAX_NAME_BYTES, DirectoryOffer
-from hilltop.zipreader import CentralEntry, MemberData, MemberEnd, MemberStart, ZipStreamReader
+from hilltop.transfer import filesink  # filesink.write_all: the seam tests patch for a full disk
+from hilltop.transfer.filesink import Offered, Sink, appeared, io_error
+from hilltop.transfer.offers import MAX_NAME_BYTES, DirectoryOffer
+from hilltop.transfer.partials import OPEN_FLAGS, claim_folder, remove_tree
+from hilltop.transfer.zipreader import (
+    CentralEntry,
+    MemberData,
+    MemberEnd,
+    MemberStart,
+    ZipStreamReader,
+)
 
 MAX_PATH_BYTES = 4000
 """Refuse entry paths near PATH_MAX (4096 on Linux) instead of failing halfway through."""
@@ -249,7 +257,7 @@ class _Unpacker(Offered):
 class DirectorySink(Sink):
     """Receive a directory offer (a zip stream of ``offer.zipsize`` bytes) to ``target``.
 
-    The zip is unpacked as it arrives (:class:`_Unpacker`, :mod:`hilltop.zipreader`) into
+    The zip is unpacked as it arrives (:class:`_Unpacker`, :mod:`hilltop.transfer.zipreader`) into
     ``.NAME.hilltop-dir`` beside the target, each entry checked before anything is created
     for it, and that directory is renamed to ``NAME`` at the end. Any standard zip is
     accepted: STORED or DEFLATED, zip64 or not, with or without data descriptors.

@@ -12,7 +12,7 @@ Two kinds of service share one service type, told apart by the instance name:
 
 TXT records carry a format version and what a client needs beyond the SRV and address records
 (the WebSocket path). Everything here is strings and bytes in, strings out: the I/O is in
-:mod:`hilltop.lan`.
+:mod:`hilltop.lan.service`.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import ipaddress
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from hilltop import codes, key
 from hilltop.errors import CodeFormatError, ProtocolError
+from hilltop.rendezvous import codes, key
 
 SERVICE_TYPE = "_wormhole._tcp.local."
 """Our own DNS-SD service type (the service name must be 1-15 characters)."""

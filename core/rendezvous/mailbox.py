@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Any
 
-from hilltop import codes, key, messages
 from hilltop.errors import (
     CodeFormatError,
     HilltopError,
@@ -34,6 +33,7 @@ from hilltop.errors import (
     UnwelcomeError,
     WrongCodeError,
 )
+from hilltop.rendezvous import codes, key, messages
 
 NUMBERED_PHASE = re.compile(r"^[0-9]{1,9}$")
 RECONNECT_FIRST_DELAY = 1.0
@@ -172,7 +172,7 @@ class Mailbox:
 
     ``random_bytes`` supplies every random choice (message ids, nonces, SPAKE2 entropy, code
     words) so tests are deterministic. ``app_versions`` is what our ``version`` message carries
-    (see :mod:`hilltop.capabilities`).
+    (see :mod:`hilltop.rendezvous.capabilities`).
     """
 
     def __init__(

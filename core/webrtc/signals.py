@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
-from hilltop import capabilities
 from hilltop.errors import HilltopError, ProtocolError
+from hilltop.rendezvous import capabilities
 
 CHANNEL = "webrtc"
 KEY = "hilltop-" + CHANNEL

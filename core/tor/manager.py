@@ -204,7 +204,7 @@ class TorManager:
         """For :class:`hilltop.api.Wormhole`: the mailbox WebSocket through Tor."""
         ep: Any = _LazyTorEndpoint(self, host, port)
         if tls:
-            from hilltop.lazytls import wrap_client_tls
+            from hilltop._runtime.lazytls import wrap_client_tls
 
             return wrap_client_tls(host, ep)
         return ep

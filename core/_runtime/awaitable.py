@@ -8,7 +8,7 @@ chain of coroutine frames to the frame that resumed the outermost one. Twisted's
 in ``twisted/internet/defer.py``; anything else is the asyncio loop, which gets a Future.
 Asking "is there a current asyncio Task?" is not enough: a Twisted-driven coroutine can be
 resumed by a Deferred callback fired inside some asyncio Task (aiortc, zeroconf). This needs
-Twisted's asyncio reactor (:mod:`hilltop.reactor`), which runs both on one loop.
+Twisted's asyncio reactor (:mod:`hilltop._runtime.reactor`), which runs both on one loop.
 """
 
 from __future__ import annotations

@@ -19,9 +19,9 @@ from typing import Any, Literal, NoReturn
 from nacl.exceptions import CryptoError
 from nacl.secret import SecretBox
 
-from hilltop.capabilities import AES_RECORDS, BIG_RECORDS, UNHASHED_ACK, PeerCapabilities
 from hilltop.errors import BadRecordError
-from hilltop.handshake import transit_purpose_key
+from hilltop.rendezvous.capabilities import AES_RECORDS, BIG_RECORDS, UNHASHED_ACK, PeerCapabilities
+from hilltop.transit.handshake import transit_purpose_key
 
 try:  # libsodium's *_easy calls on caller buffers: no padding copies, GIL released
     from nacl._sodium import ffi as _ffi
@@ -64,7 +64,8 @@ Cipher = Literal["secretbox", "aes256gcm"]
 SECRETBOX: Cipher = "secretbox"
 """XSalsa20-Poly1305, the v1 protocol's record cipher (every peer)."""
 AES256GCM: Cipher = "aes256gcm"
-"""AES-256-GCM, only between peers that both list :data:`~hilltop.capabilities.AES_RECORDS`."""
+"""AES-256-GCM, only between peers that both list
+:data:`~hilltop.rendezvous.capabilities.AES_RECORDS`."""
 _AES_KEY_PREFIX = b"hilltop/aes256gcm/"
 _AES_NONCE = 12  # GCM's nonce: the low 96 bits of the 24-byte counter on the wire
 
@@ -109,7 +110,8 @@ def whole_file_sha256(our_features: Iterable[str], peer: PeerCapabilities) -> bo
 
 def record_cipher(our_features: Iterable[str], peer: PeerCapabilities) -> Cipher:
     """The record cipher for this connection: AES-256-GCM only when both sides list
-    :data:`~hilltop.capabilities.AES_RECORDS` (the rule is symmetric, so both pick the same)."""
+    :data:`~hilltop.rendezvous.capabilities.AES_RECORDS` (the rule is symmetric, so both pick the
+    same)."""
     return AES256GCM if AES_RECORDS in peer.shared_features(our_features) else SECRETBOX
 
 

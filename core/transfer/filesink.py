@@ -3,11 +3,11 @@
 Both sinks write under a hidden temporary name in the target's own directory
 (``.NAME.hilltop-part`` for a file, ``.NAME.hilltop-dir`` for a directory), so the final step
 is a rename on one filesystem and a crash leaves only dot-files that are plainly not the
-transfer (the next receive of that name clears them: :mod:`hilltop.partials`). The final
+transfer (the next receive of that name clears them: :mod:`hilltop.transfer.partials`). The final
 name appears only after exactly the offered number of bytes arrived, and an existing path
 is never replaced, even one that appeared while we were receiving.
 
-A received folder (a zip, hostile input) is unpacked by :mod:`hilltop.foldersink`, on the
+A received folder (a zip, hostile input) is unpacked by :mod:`hilltop.transfer.foldersink`, on the
 same :class:`Sink` lifecycle.
 
 No Twisted: the transit layer calls :meth:`write` for each record and :meth:`finish` at the end.
@@ -22,7 +22,6 @@ import mmap
 import os
 from typing import Any, TypeVar
 
-from hilltop import partials
 from hilltop.errors import (
     DiskFullError,
     HilltopError,
@@ -30,6 +29,7 @@ from hilltop.errors import (
     ProtocolError,
     RejectedError,
 )
+from hilltop.transfer import partials
 
 T = TypeVar("T")
 
@@ -403,7 +403,7 @@ class Sink:
 
     def skip_hash(self) -> None:
         """Do not hash what arrives: both peers agreed the records authenticate it already
-        (:func:`hilltop.records.whole_file_sha256`). Only before the first byte."""
+        (:func:`hilltop.transit.records.whole_file_sha256`). Only before the first byte."""
         if self._spool.received:
             raise LocalError("internal error: skip_hash() after data arrived")
         self._spool.hash = None
@@ -476,7 +476,7 @@ class Sink:
 class FileSink(Sink):
     """Receive one file of ``filesize`` bytes to the absolute path ``target``.
 
-    ``target`` normally comes from :func:`hilltop.transfer.target_path`. Bytes go to
+    ``target`` normally comes from :func:`hilltop.transfer.offers.target_path`. Bytes go to
     ``.NAME.hilltop-part`` beside it, which becomes ``NAME`` in :meth:`finish`.
     """
 

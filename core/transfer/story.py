@@ -20,19 +20,20 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from twisted.internet import defer
 
-from hilltop import capabilities, records, transfer
 from hilltop.errors import ProtocolError, TransferError, TransitError
-from hilltop.transitoptions import TransitOptions as TransitOptions  # re-exported for users
+from hilltop.rendezvous import capabilities
+from hilltop.transfer import offers
+from hilltop.transit import records
+from hilltop.transit.options import TransitOptions
 
 if TYPE_CHECKING:  # the transit machinery is imported when a transfer starts, not before:
-    # the CLI imports this module for TransitOptions, and a text message needs none of it
     import socket
 
     from hilltop.api import Wormhole
-    from hilltop.filesink import FileSink, StreamSink
-    from hilltop.filesource import Source
-    from hilltop.foldersink import DirectorySink
-    from hilltop.runner import TransitConnection, TransitRunner
+    from hilltop.transfer.filesink import FileSink, StreamSink
+    from hilltop.transfer.foldersink import DirectorySink
+    from hilltop.transfer.source import Source
+    from hilltop.transit.runner import TransitConnection, TransitRunner
 
 Progress = Callable[[int], None]
 """Called with the number of bytes just moved."""
@@ -52,8 +53,8 @@ def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions,
     """The transit runner for this peer: our transports and settings, and the record cipher
     both sides agreed on (:func:`_negotiate`)."""
     from hilltop.hints import parse_transit_helper
-    from hilltop.plugins import load_configured
-    from hilltop.runner import TransitRunner
+    from hilltop.transit.plugins import load_configured
+    from hilltop.transit.runner import TransitRunner
 
     transports = load_configured(list(options.transports) if options.transports else None,
                                  no_plugins=options.no_plugins)
@@ -63,7 +64,7 @@ def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions,
     extra["lan"] = {**extra.get("lan", {}), "transit_key": tk,
                     "mailbox_url": getattr(w, "relay_url", None)}
     if hasattr(w, "side_messages"):  # webrtc signals through the mailbox (hilltop peers only)
-        from hilltop.webrtcwire import MailboxSignalling
+        from hilltop.webrtc.signals import MailboxSignalling
 
         extra["webrtc"] = {**extra.get("webrtc", {}), "signalling": MailboxSignalling(w)}
     return TransitRunner(
@@ -80,7 +81,7 @@ def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions,
     )
 
 
-def parse_peer_hints(runner: TransitRunner, msg: transfer.TransitMsg) -> list[Any]:
+def parse_peer_hints(runner: TransitRunner, msg: offers.TransitMsg) -> list[Any]:
     """The peer's hints, keeping third-party hint types a loaded transport claims."""
     from hilltop.hints import parse_hints
 
@@ -94,7 +95,7 @@ def transit_message(runner: TransitRunner, hints: Sequence[Any]) -> bytes:
     if not any(h.type == "webrtc-v1" for h in hints):  # say it only to a peer that speaks it
         types.pop("webrtc-v1", None)
     abilities = [{"type": t} for t in types]
-    return transfer.TransitMsg(tuple(abilities), tuple(hints_to_wire(hints))).to_wire()
+    return offers.TransitMsg(tuple(abilities), tuple(hints_to_wire(hints))).to_wire()
 
 
 # --- sender -----------------------------------------------------------------------------------
@@ -154,16 +155,16 @@ async def _negotiate(w: Wormhole) -> DataPath:
                     records.record_cipher(ours, peer))
 
 
-async def _await_answer(w: Wormhole) -> transfer.TransitMsg:
-    peer_transit: transfer.TransitMsg | None = None
+async def _await_answer(w: Wormhole) -> offers.TransitMsg:
+    peer_transit: offers.TransitMsg | None = None
     while True:
-        msg = transfer.parse_app_message(await w.get_message())
-        if isinstance(msg, transfer.ErrorMsg):
+        msg = offers.parse_app_message(await w.get_message())
+        if isinstance(msg, offers.ErrorMsg):
             raise TransferError(f"the receiver refused the transfer: {msg.text}")
-        if isinstance(msg, transfer.TransitMsg):
+        if isinstance(msg, offers.TransitMsg):
             peer_transit = msg
-        elif isinstance(msg, transfer.Answer):
-            if msg.kind != transfer.FILE_ACK or not msg.ok:
+        elif isinstance(msg, offers.Answer):
+            if msg.kind != offers.FILE_ACK or not msg.ok:
                 raise TransferError("the receiver did not accept the file")
             if peer_transit is None:
                 raise ProtocolError("the receiver accepted without sending its transit hints")
@@ -200,7 +201,7 @@ class _SourceProducer:
         self._paused = False
         self._eof = False
         self.done: defer.Deferred[str | None] = defer.Deferred()
-        from hilltop.pipeline import OrderedWorker
+        from hilltop.transit.pipeline import OrderedWorker
 
         self._worker = OrderedWorker(reactor, self._next_record, self._sealed, self._finish,
                                      name="hilltop-send")
@@ -306,7 +307,7 @@ async def _stream(reactor: Any, conn: TransitConnection, source: Source,
 async def _pump_out(reactor: Any, conn: TransitConnection, sock: socket.socket, source: Source,
                     progress: Progress, record_size: int, hashed: bool) -> str | None:
     """Send on a thread of its own, straight from the file to the socket (:mod:`bulkpump`)."""
-    from hilltop import bulkpump
+    from hilltop.transit import bulkpump
 
     work = bulkpump.send_source(source, conn.sealer, record_size,
                                 hashlib.sha256() if hashed else None)
@@ -350,65 +351,65 @@ def _check_ack(record: bytes, digest: str | None) -> None:
 
 
 # --- receiver ---------------------------------------------------------------------------------
-Offer = transfer.TextOffer | transfer.FileOffer | transfer.DirectoryOffer
+Offer = offers.TextOffer | offers.FileOffer | offers.DirectoryOffer
 
 
-async def receive_offer(w: Wormhole) -> tuple[Offer, transfer.TransitMsg | None]:
+async def receive_offer(w: Wormhole) -> tuple[Offer, offers.TransitMsg | None]:
     """Read app messages until the sender's offer; returns it with the sender's transit hints.
 
     A garbled or unknown offer is answered with the ``error`` text official receivers send,
     so the sender sees why, and raised here.
     """
-    peer_transit: transfer.TransitMsg | None = None
+    peer_transit: offers.TransitMsg | None = None
     while True:
         try:
-            msg = transfer.parse_app_message(await w.get_message())
+            msg = offers.parse_app_message(await w.get_message())
         except ProtocolError as err:
-            w.send_message(transfer.ErrorMsg(getattr(err, "reply", str(err))).to_wire())
+            w.send_message(offers.ErrorMsg(getattr(err, "reply", str(err))).to_wire())
             raise
-        if isinstance(msg, transfer.ErrorMsg):
+        if isinstance(msg, offers.ErrorMsg):
             raise TransferError(f"the sender abandoned the transfer: {msg.text}")
-        if isinstance(msg, transfer.TransitMsg):
+        if isinstance(msg, offers.TransitMsg):
             peer_transit = msg
-        elif isinstance(msg, transfer.TextOffer):
+        elif isinstance(msg, offers.TextOffer):
             return msg, peer_transit
-        elif isinstance(msg, transfer.FileOffer | transfer.DirectoryOffer):
+        elif isinstance(msg, offers.FileOffer | offers.DirectoryOffer):
             if peer_transit is None:
-                w.send_message(transfer.ErrorMsg("transfer rejected").to_wire())
+                w.send_message(offers.ErrorMsg("transfer rejected").to_wire())
                 raise ProtocolError("the sender offered a file before its transit hints")
             return msg, peer_transit
 
 
-def plan_target(offer: transfer.FileOffer | transfer.DirectoryOffer, output: str | None,
+def plan_target(offer: offers.FileOffer | offers.DirectoryOffer, output: str | None,
                 cwd: str) -> str:
     """Where the offer will be saved; raises RejectedError if that is unsafe or cannot fit."""
-    name = offer.filename if isinstance(offer, transfer.FileOffer) else offer.dirname
-    target = transfer.target_path(name, output, cwd)
+    name = offer.filename if isinstance(offer, offers.FileOffer) else offer.dirname
+    target = offers.target_path(name, output, cwd)
     parent = os.path.dirname(target)
-    transfer.check_free_space(parent, transfer.space_needed(offer), transfer.free_space(parent))
+    offers.check_free_space(parent, offers.space_needed(offer), offers.free_space(parent))
     return target
 
 
-def open_sink(offer: transfer.FileOffer | transfer.DirectoryOffer,
+def open_sink(offer: offers.FileOffer | offers.DirectoryOffer,
               target: str) -> FileSink | DirectorySink:
-    if isinstance(offer, transfer.FileOffer):
-        from hilltop.filesink import FileSink
+    if isinstance(offer, offers.FileOffer):
+        from hilltop.transfer.filesink import FileSink
 
         return FileSink(target, offer.filesize)
-    from hilltop.foldersink import DirectorySink  # imports the zip reader: folders only
+    from hilltop.transfer.foldersink import DirectorySink  # imports the zip reader: folders only
 
     return DirectorySink(target, offer)
 
 
-def wire_size(offer: transfer.FileOffer | transfer.DirectoryOffer) -> int:
+def wire_size(offer: offers.FileOffer | offers.DirectoryOffer) -> int:
     """Bytes that will cross the transit connection for this offer."""
-    return offer.filesize if isinstance(offer, transfer.FileOffer) else offer.zipsize
+    return offer.filesize if isinstance(offer, offers.FileOffer) else offer.zipsize
 
 
 async def receive_into(
     reactor: Any,
     w: Wormhole,
-    peer_transit: transfer.TransitMsg,
+    peer_transit: offers.TransitMsg,
     sink: FileSink | DirectorySink | StreamSink,
     size: int,
     options: TransitOptions,
@@ -436,7 +437,7 @@ async def receive_into(
             sink.without_direct_io()
         hints = await runner.our_hints()
         w.send_message(transit_message(runner, hints))
-        w.send_message(transfer.Answer(transfer.FILE_ACK).to_wire())
+        w.send_message(offers.Answer(offers.FILE_ACK).to_wire())
         conn = await runner.connect(parse_peer_hints(runner, peer_transit))
         try:
             on_connected(conn.description)
@@ -477,7 +478,7 @@ async def _receive_bulk(reactor: Any, conn: TransitConnection,
     if borrowed is None:
         await _RecordSink(reactor, conn, sink, size, progress, inline=inline).run()
         return
-    from hilltop import bulkpump
+    from hilltop.transit import bulkpump
 
     sock, leftover = borrowed
     work = bulkpump.receive_into_sink(leftover, conn.opener, sink, size)
@@ -520,7 +521,7 @@ class _RecordSink:
         self._paused = False
         self._broken = False  # the connection is gone
         self._done: defer.Deferred[None] = defer.Deferred()
-        from hilltop.pipeline import InlineWorker, OrderedWorker
+        from hilltop.transit.pipeline import InlineWorker, OrderedWorker
 
         kind = InlineWorker if inline else OrderedWorker
         self._worker = kind(reactor, self._open_and_write, self._wrote, self._fail,

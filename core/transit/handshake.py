@@ -38,7 +38,7 @@ _MAX_EARLY_BYTES = 1 << 20
 
 
 def _hkdf(key: bytes, length: int, info: bytes) -> bytes:
-    # Temporary private RFC 5869 HKDF-SHA256 (no salt) until hilltop.key lands.
+    # Temporary private RFC 5869 HKDF-SHA256 (no salt) until hilltop.rendezvous.key lands.
     prk = hmac.new(b"\0" * 32, key, hashlib.sha256).digest()
     out, block, counter = b"", b"", 1
     while len(out) < length:

@@ -1,0 +1,1 @@
+"""Process plumbing every layer may use: the reactor, awaitables, TLS, memory."""

@@ -1,0 +1,1 @@
+"""LAN mode: DNS-SD names and TXT records, the in-process mailbox, mDNS."""

@@ -1,0 +1,1 @@
+"""Reaching Tor: finding or launching it, onion services, SOCKS endpoints."""

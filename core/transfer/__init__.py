@@ -1,0 +1,1 @@
+"""File-transfer v1: offers, where received files go, sources, sinks and zips."""

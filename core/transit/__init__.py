@@ -1,0 +1,1 @@
+"""Connecting for the bulk: hints, the race of transports, the handshake, records."""

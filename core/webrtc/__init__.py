@@ -1,0 +1,1 @@
+"""The WebRTC transport's signalling and settings (aiortc stays in the transport)."""
