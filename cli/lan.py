@@ -58,15 +58,16 @@ def lan_transit(options: TransitOptions, interfaces: LanInterfaces, interface: s
                 default_helper: bool) -> TransitOptions:
     """LAN mode uses no transit relay unless one was asked for, and only the chosen interface."""
     helpers = [] if default_helper else list(options.transit_helpers)
-    extra = dict(options.extra)
-    extra["lan"] = {**extra.get("lan", {}), "interface": interface}
+    from hilltop.lan.settings import LanSettings
+
+    settings = options.settings.updated(LanSettings, interface=interface)
     local = list(interfaces.addresses) if interface else options.local_addresses
     if interface:
-        from hilltop.transports.direct_tcp import NAME as DIRECT_TCP
+        from hilltop.transports.direct_tcp import DirectTCPSettings
 
-        extra[DIRECT_TCP] = {**extra.get(DIRECT_TCP, {}), "listen_on": local}
+        settings = settings.updated(DirectTCPSettings, listen_on=tuple(interfaces.addresses))
     return dataclasses.replace(options, transit_helpers=helpers, local_addresses=local,
-                               extra=extra)
+                               settings=settings)
 
 
 # --- send -------------------------------------------------------------------------------------

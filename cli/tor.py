@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from hilltop.cli import output
-from hilltop.tor.manager import TorManager, TorSettings
+from hilltop.tor.settings import TorSettings, TorTransitSettings
 from hilltop.transit.options import TransitOptions
+
+if TYPE_CHECKING:
+    from hilltop.tor.manager import TorManager
 
 _KEY = "hilltop.tor.manager"
 
@@ -57,12 +60,14 @@ def tor_chosen() -> TorSettings | None:
 
 async def start_tor(reactor: Any, settings: TorSettings,
                     options: TransitOptions) -> tuple[TorManager, TransitOptions]:
+    from hilltop.tor.manager import TorManager
+
     manager = TorManager(reactor, settings)
     await manager.ready()
     if manager.socks_only:
         host, port = manager.socks or ("?", 0)
         output.status(f"Tor: only a SOCKS port ({host}:{port}), so no onion service can be "
                       "made; the peer's onion service or the transit relay will be used")
-    extra = dict(options.extra)
-    extra["tor"] = {**extra.get("tor", {}), "manager": manager}
-    return manager, dataclasses.replace(options, tor=True, extra=extra)
+    shared = TorTransitSettings(manager=manager, find=settings)
+    return manager, dataclasses.replace(options, tor=True,
+                                        settings=options.settings.with_(shared))

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from hilltop.errors import HilltopError
 from hilltop.transit.options import TransitOptions
+from hilltop.transit.settings import TransportSettings
+
+if TYPE_CHECKING:
+    from hilltop.webrtc.settings import WebRTCSettings
 
 
 def transit_flags(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -50,15 +54,15 @@ def webrtc_flags(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
-def webrtc_settings() -> dict[str, Any]:
-    from hilltop.webrtc import signals
+def webrtc_settings() -> WebRTCSettings:
+    from hilltop.webrtc import settings
 
     ctx = click.get_current_context(silent=True)
     got = ctx.meta.get(_WEBRTC, {}) if ctx is not None else {}
     try:
-        return signals.settings(list(got.get("stun") or ()), list(got.get("turn") or ()),
+        return settings.from_flags(list(got.get("stun") or ()), list(got.get("turn") or ()),
                                    got.get("turn_user"), got.get("turn_password"),
-                                   bool(got.get("relay_only")), signals.config_servers())
+                                   bool(got.get("relay_only")), settings.config_servers())
     except HilltopError as err:
         raise click.UsageError(str(err)) from None
 
@@ -99,7 +103,7 @@ def transit_options(transit_helper: str, listen: bool, transports: str | None) -
     return TransitOptions(transit_helpers=[transit_helper] if transit_helper else [],
                           no_listen=not listen, transports=names,
                           no_plugins=no_plugins_chosen(),
-                          extra={"webrtc": webrtc_settings()})
+                          settings=TransportSettings(webrtc_settings()))
 
 
 def check_transport_names(options: TransitOptions) -> None:

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pluggy
 
+from hilltop.transit.settings import TransportSettings  # plugin API: TransitSession.settings
+
 if TYPE_CHECKING:
     from hilltop.hints import Hint
     from hilltop.hints.relay_v1 import Hint as RelayHint
@@ -80,7 +82,10 @@ class TransitSession:
     * ``transit_helpers``: our configured relays (from ``--transit-helper``).
     * ``local_addresses``: addresses to advertise for listeners; None means discover them.
     * ``offer_inbound``: a listener calls this with each accepted :class:`ByteStream`.
-    * ``options``: free-form per-transport settings, keyed by transport name.
+    * ``options``: third-party plugins' own free-form settings, keyed by transport name
+      (from ``TransitOptions.plugin_options``); built-in transports read none.
+    * ``settings``: typed settings, one frozen dataclass per transport, looked up by type:
+      ``session.settings.get(WebRTCSettings)`` (:mod:`hilltop.transit.settings`).
     """
 
     reactor: Any
@@ -91,6 +96,7 @@ class TransitSession:
     local_addresses: Sequence[str] | None = None
     offer_inbound: Callable[[ByteStream], None] = lambda stream: stream.close()
     options: dict[str, Any] = field(default_factory=dict)
+    settings: TransportSettings = field(default_factory=TransportSettings)
 
 
 @hookspec

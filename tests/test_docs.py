@@ -68,6 +68,19 @@ def test_dataclass_fields_are_documented(cls: type) -> None:
         assert f"`{f.name}`" in body, f"{cls.__name__}.{f.name} is not documented"
 
 
+def test_settings_types_named_in_the_docs_exist_and_are_frozen() -> None:
+    import importlib
+
+    body = sections("###")["Settings of your own"]
+    named = re.findall(r"`(hilltop(?:\.\w+)+)\.(\w+Settings)`", body)
+    assert len(named) >= 5, named  # the container and the four built-in types
+    for module, name in named:
+        cls = getattr(importlib.import_module(module), name)
+        if name != "TransportSettings":
+            assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen, name
+            assert hookspecs.TransportSettings(cls()).get(cls) == cls()
+
+
 def test_bytestream_members_are_documented() -> None:
     body = sections("###")["ByteStream"]
     members = [n for n in vars(streams.ByteStream) if not n.startswith("_")]

@@ -1,9 +1,7 @@
 """``direct-tcp``: listen (everywhere, or on chosen addresses); dial ``direct-tcp-v1`` hints.
 
-Per-session option ``options["direct-tcp"]["listen_on"]``: a list of local addresses to listen on
-instead of every interface (LAN mode's ``--interface`` sets it, so no other network can reach
-the listener). ``local_addresses`` stays what is *advertised*, which may differ (tests and
-library users advertise addresses on purpose).
+Its one setting, :class:`DirectTCPSettings`, lives here with the transport, as a third-party
+plugin's would: it needs no heavy import, and only LAN mode sets it.
 """
 
 from __future__ import annotations
@@ -11,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from twisted.internet import defer
@@ -23,6 +22,19 @@ from hilltop.streams import InboundFactory, dial_tcp
 log = logging.getLogger(__name__)
 
 NAME = "direct-tcp"
+
+
+@dataclass(frozen=True)
+class DirectTCPSettings:
+    """What ``direct-tcp`` reads from ``session.settings``.
+
+    * ``listen_on``: listen on exactly these local addresses instead of every interface
+      (LAN mode's ``--interface`` sets it, so no other network can reach the listener).
+      ``TransitSession.local_addresses`` stays what is *advertised*, which may differ (tests
+      and library users advertise addresses on purpose).
+    """
+
+    listen_on: tuple[str, ...] | None = None
 
 
 def _usable_address(text: str) -> bool:
@@ -74,11 +86,12 @@ class DirectTCP:
         if session.no_listen or session.tor:
             return []  # listening would reveal our address / the user said no
         factory = InboundFactory(NAME, session.offer_inbound)
-        chosen = session.options.get(NAME, {}).get("listen_on")
-        if chosen is None:
+        settings = session.settings.get(DirectTCPSettings) or DirectTCPSettings()
+        chosen: list[str] | None = None
+        if settings.listen_on is None:
             number = self._listen_everywhere(session.reactor, factory)
         else:  # LAN mode with --interface: only that interface's addresses
-            number, chosen = self._listen_on(session.reactor, factory, chosen)
+            number, chosen = self._listen_on(session.reactor, factory, settings.listen_on)
         if number is None:
             return []
         addresses = session.local_addresses

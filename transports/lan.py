@@ -8,8 +8,9 @@ it finds is dialled, and the stream is handed to the race as if it had come in o
 listener; the transit handshake is the same either way, so the sender picks the first
 connection to finish it, whatever its transport.
 
-The tag is unlinkable to the code, and only the two peers can compute it. The transport stays
-quiet (no multicast) when there is no transit key, under ``--tor``, when no interface has a LAN
+The tag is unlinkable to the code, and only the two peers can compute it; the transport gets
+the two tags in :class:`hilltop.lan.settings.LanSettings`, never the key. It stays quiet (no
+multicast) when there are no tags, under ``--tor``, when no interface has a LAN
 address, and when the mailbox is on loopback: then both peers are on this very host and direct
 TCP over loopback needs no discovery.
 """
@@ -29,6 +30,7 @@ from twisted.internet.error import CannotListenError
 from hilltop.errors import HilltopError
 from hilltop.hookspecs import TransitSession, TransportInfo, hookimpl
 from hilltop.lan import wire
+from hilltop.lan.settings import LanSettings, LanTags
 from hilltop.streams import InboundFactory, dial_tcp
 
 log = logging.getLogger(__name__)
@@ -70,18 +72,17 @@ class Lan:
 
     @hookimpl
     def hilltop_transport_start(self, session: TransitSession) -> list[Any]:
-        cfg = session.options.get(NAME) or {}
-        transit_key = cfg.get("transit_key")
-        if session.tor or not transit_key or _loopback_url(cfg.get("mailbox_url")):
+        settings = session.settings.get(LanSettings) or LanSettings()
+        if session.tor or settings.tags is None or _loopback_url(settings.mailbox_url):
             return []
         from hilltop.lan.service import lan_interfaces
 
         try:
-            interfaces = lan_interfaces(cfg.get("interface"))
+            interfaces = lan_interfaces(settings.interface)
         except HilltopError as err:
             log.debug("lan transport idle: %s", err)
             return []
-        self._run = _LanRun(session, transit_key, interfaces)
+        self._run = _LanRun(session, settings.tags, interfaces)
         self._run.start()
         return []  # nothing for the mailbox: the peer finds us by mDNS
 
@@ -98,11 +99,11 @@ class Lan:
 class _LanRun:
     """One session: our listener and announcement, the search for the peer's, the dials."""
 
-    def __init__(self, session: TransitSession, transit_key: bytes, interfaces: Any) -> None:
+    def __init__(self, session: TransitSession, tags: LanTags, interfaces: Any) -> None:
         self.session = session
         self.interfaces = interfaces
-        self.ours = wire.transit_tag(transit_key, session.role)
-        self.theirs = wire.transit_tag(transit_key, wire.peer_role(session.role))
+        self.ours = tags.ours
+        self.theirs = tags.theirs
         self.ports: list[Any] = []
         self.port = 0
         self.addresses: list[str] = []

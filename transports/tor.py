@@ -8,10 +8,10 @@ peer's ``direct-tcp-v1`` hints with public addresses (both through Tor's SOCKS p
 :class:`TorRelay` dials ``relay-v1`` hints through Tor (``relay=True``, so the runner writes the
 relay line first). Without ``--tor`` both decline everything.
 
-Tor is found by :class:`hilltop.tor.manager.TorManager`, passed in
-``session.options["tor"]["manager"]``
-(the CLI shares it with the mailbox connection); a library caller may pass ``"settings"``
-(a :class:`hilltop.tor.manager.TorSettings`) instead.
+Tor is found by a :class:`hilltop.tor.manager.TorManager`, shared through
+:class:`hilltop.tor.settings.TorTransitSettings` in ``session.settings`` (the CLI shares its
+manager with the mailbox connection); without one the transports make their own from the
+settings' ``find`` and close it when the session stops.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from twisted.python.failure import Failure
 from hilltop.hints import direct_tcp_v1, relay_v1, tor_tcp_v1
 from hilltop.hookspecs import TransitSession, TransportInfo, hookimpl
 from hilltop.streams import InboundFactory, TCPStream
+from hilltop.tor.settings import TorTransitSettings
 
 log = logging.getLogger(__name__)
 
@@ -63,13 +64,13 @@ class _Sessions:
         got = self.managers.get(id(session))
         if got is not None:
             return got[0]
-        from hilltop.tor.manager import TorManager, TorSettings
+        from hilltop.tor.manager import TorManager
 
-        cfg = session.options.get(NAME, {})
-        manager = cfg.get("manager")
+        settings = session.settings.get(TorTransitSettings) or TorTransitSettings()
+        manager = settings.manager
         owned = manager is None
-        if owned:
-            manager = TorManager(session.reactor, cfg.get("settings") or TorSettings())
+        if manager is None:
+            manager = TorManager(session.reactor, settings.find)
         self.managers[id(session)] = (manager, owned)
         return manager
 

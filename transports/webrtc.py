@@ -16,9 +16,10 @@ How the two sides meet:
   which fires with the data channel once it is open (or fails after :data:`CONNECT_TIMEOUT`).
   Cancelling it closes the peer connection.
 
-ICE servers come from ``session.options["webrtc"]["ice_servers"]`` (``--stun``/``--turn`` or
-the config file); aiortc is always given an explicit list, so nothing public is contacted when
-none is configured. Under ``--tor`` the transport is off: ICE would reveal our addresses.
+ICE servers come from :class:`hilltop.webrtc.settings.WebRTCSettings` in ``session.settings``
+(``--stun``/``--turn`` or the config file); aiortc is always given an explicit list, so
+nothing public is contacted when none is configured. Under ``--tor`` the transport is off:
+ICE would reveal our addresses.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import contextlib
 import importlib.util
 import logging
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 from twisted.internet import defer
@@ -36,6 +38,8 @@ from twisted.python.failure import Failure
 from hilltop.errors import HilltopError, TransitError
 from hilltop.hints import RawHint
 from hilltop.hookspecs import TransitSession, TransportInfo, hookimpl
+from hilltop.webrtc.channel import Signalling
+from hilltop.webrtc.settings import IceServer, WebRTCSettings
 
 log = logging.getLogger(__name__)
 
@@ -70,18 +74,17 @@ class WebRTC:
 
     @hookimpl
     def hilltop_transport_start(self, session: TransitSession) -> Any:
-        cfg = session.options.get(NAME) or {}
-        signalling = cfg.get("signalling")
-        if session.tor or signalling is None:
+        settings = session.settings.get(WebRTCSettings)
+        if session.tor or settings is None or settings.signalling is None:
             return []
         return defer.Deferred.fromFuture(
-            asyncio.ensure_future(self._start(session, signalling, cfg)))
+            asyncio.ensure_future(self._start(session, settings.signalling, settings)))
 
-    async def _start(self, session: TransitSession, signalling: Any, cfg: dict) -> list[Any]:
+    async def _start(self, session: TransitSession, signalling: Signalling,
+                     settings: WebRTCSettings) -> list[Any]:
         if not await signalling.both_speak_webrtc():
             return []
-        run = _Run(session, signalling, list(cfg.get("ice_servers") or []),
-                   bool(cfg.get("relay_only")))
+        run = _Run(session, signalling, settings.ice_servers, settings.relay_only)
         self._runs[id(session)] = run
         run.begin()
         return [RawHint.make(HINT_TYPE, priority=0.0)]
@@ -101,12 +104,12 @@ class WebRTC:
         return run.stop() if run is not None else None
 
 
-def _rtc_config(servers: list[dict[str, Any]], relay_only: bool) -> Any:
+def _rtc_config(servers: Sequence[IceServer], relay_only: bool) -> Any:
     from aiortc import RTCConfiguration, RTCIceServer
     from aiortc.rtcconfiguration import RTCIceTransportPolicy
 
-    ice = [RTCIceServer(urls=s["urls"], username=s.get("username"),
-                        credential=s.get("credential")) for s in servers]
+    ice = [RTCIceServer(urls=s.urls, username=s.username, credential=s.credential)
+           for s in servers]
     policy = RTCIceTransportPolicy.RELAY if relay_only else RTCIceTransportPolicy.ALL
     # always an explicit list: with None aiortc would ask a public STUN server
     return RTCConfiguration(iceServers=ice, iceTransportPolicy=policy)
@@ -115,8 +118,8 @@ def _rtc_config(servers: list[dict[str, Any]], relay_only: bool) -> Any:
 class _Run:
     """One session: one peer connection, one data channel, handed out at most once."""
 
-    def __init__(self, session: TransitSession, signalling: Any, servers: list[dict[str, Any]],
-                 relay_only: bool) -> None:
+    def __init__(self, session: TransitSession, signalling: Signalling,
+                 servers: Sequence[IceServer], relay_only: bool) -> None:
         self.session = session
         self.signalling = signalling
         self.servers = servers

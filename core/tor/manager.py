@@ -2,8 +2,8 @@
 
 The manager is shared by the mailbox connection (its :meth:`TorManager.endpoint_factory` is the
 ``endpoint_factory`` of :class:`hilltop.api.Wormhole`) and by the ``tor`` transport plugin
-(handed over in ``TransitOptions.extra["tor"]["manager"]``), so one control connection serves
-both.
+(handed over in :class:`hilltop.tor.settings.TorTransitSettings`), so one control connection
+serves both.
 
 Tor is found the way the official client finds it: ``--launch-tor`` starts a private tor;
 ``--tor-control-port ENDPOINT`` connects to that control port; otherwise the usual control ports
@@ -18,7 +18,6 @@ import logging
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
 from typing import Any
 
 from twisted.internet import defer, endpoints, task
@@ -28,29 +27,13 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from hilltop.errors import LocalError
+from hilltop.tor.settings import TorSettings, parse_socks
 
 log = logging.getLogger(__name__)
 
 DEFAULT_CONTROL_PORTS = ("tcp:127.0.0.1:9051", "tcp:127.0.0.1:9151")
 DEFAULT_SOCKS_PORTS = (("127.0.0.1", 9050), ("127.0.0.1", 9150))
 LAUNCH_CONTROL_WAIT = 30.0  # seconds a launched tor may take to open its control socket
-
-
-@dataclass(frozen=True)
-class TorSettings:
-    """How to find Tor (the ``--launch-tor``, ``--tor-control-port``, ``--tor-socks`` flags)."""
-
-    launch: bool = False
-    control_port: str | None = None  # a Twisted client endpoint string, e.g. tcp:127.0.0.1:9051
-    socks: str | None = None  # HOST:PORT of a SOCKS-only Tor
-
-
-def parse_socks(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise LocalError(f"--tor-socks wants HOST:PORT, not {text!r}")
-    return host, int(port)
 
 
 class TorManager:

@@ -53,20 +53,21 @@ def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions,
     """The transit runner for this peer: our transports and settings, and the record cipher
     both sides agreed on (:func:`_negotiate`)."""
     from hilltop.hints import parse_transit_helper
+    from hilltop.lan.settings import LanSettings, LanTags
     from hilltop.transit.plugins import load_configured
     from hilltop.transit.runner import TransitRunner
 
     transports = load_configured(list(options.transports) if options.transports else None,
                                  no_plugins=options.no_plugins)
     tk = transit_key(w)
-    extra = dict(options.extra)
-    # the lan transport announces under a tag derived from the transit key, never the code
-    extra["lan"] = {**extra.get("lan", {}), "transit_key": tk,
-                    "mailbox_url": getattr(w, "relay_url", None)}
+    # the lan transport announces under tags derived from the transit key; it never sees the key
+    settings = options.settings.updated(LanSettings, tags=LanTags.derive(tk, role),
+                                        mailbox_url=getattr(w, "relay_url", None))
     if hasattr(w, "side_messages"):  # webrtc signals through the mailbox (hilltop peers only)
-        from hilltop.webrtc.signals import MailboxSignalling
+        from hilltop.webrtc.channel import MailboxSignalling
+        from hilltop.webrtc.settings import WebRTCSettings
 
-        extra["webrtc"] = {**extra.get("webrtc", {}), "signalling": MailboxSignalling(w)}
+        settings = settings.updated(WebRTCSettings, signalling=MailboxSignalling(w))
     return TransitRunner(
         reactor,
         role,  # type: ignore[arg-type]
@@ -76,7 +77,8 @@ def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions,
         no_listen=options.no_listen,
         tor=options.tor,
         local_addresses=options.local_addresses,
-        options=extra,
+        settings=settings,
+        options=dict(options.plugin_options),
         record_cipher=record_cipher,
     )
 

@@ -7,14 +7,23 @@ the transit machinery; keeping the dataclass here means that path never imports 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from hilltop.transit.settings import TransportSettings
 
 
 @dataclass
 class TransitOptions:
-    """What the user chose about transit (``--transit-helper``, ``--no-listen``, ...)."""
+    """What the user chose about transit (``--transit-helper``, ``--no-listen``, ...).
+
+    * ``settings``: typed settings for the transports, one frozen dataclass per transport
+      (e.g. :class:`hilltop.webrtc.settings.WebRTCSettings`); becomes
+      ``TransitSession.settings``.
+    * ``plugin_options``: free-form settings for third-party plugins, keyed by transport name;
+      becomes ``TransitSession.options`` (plugin api 1). Built-in transports read none.
+    """
 
     transit_helpers: Sequence[str] = ()
     no_listen: bool = False
@@ -22,4 +31,5 @@ class TransitOptions:
     transports: Sequence[str] | None = None  # None: every installed transport
     no_plugins: bool = False  # only the transports shipped with hilltop (--no-plugins)
     local_addresses: Sequence[str] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    settings: TransportSettings = field(default_factory=TransportSettings)
+    plugin_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)

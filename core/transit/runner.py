@@ -47,6 +47,7 @@ from hilltop.transit.records import (
     RecordSealer,
     record_keys,
 )
+from hilltop.transit.settings import TransportSettings
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,7 @@ class TransitRunner:
         config: rc.RaceConfig | None = None,
         relay_side16: str | None = None,
         options: dict[str, Any] | None = None,
+        settings: TransportSettings | None = None,
         hook_timeouts: HookTimeouts | None = None,
         record_cipher: Cipher = SECRETBOX,
     ) -> None:
@@ -98,6 +100,7 @@ class TransitRunner:
             reactor=reactor, role=role, no_listen=no_listen, tor=tor,
             transit_helpers=tuple(transit_helpers), local_addresses=local_addresses,
             offer_inbound=self._offer_inbound, options=dict(options or {}),
+            settings=settings if settings is not None else TransportSettings(),
         )
         self.config = config or rc.RaceConfig()
         self.hook_timeouts = hook_timeouts or HookTimeouts()

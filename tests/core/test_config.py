@@ -9,7 +9,7 @@ from fresh_interpreter import run_fresh
 
 from hilltop.config import config_path, read_table
 from hilltop.errors import LocalError
-from hilltop.webrtc.signals import config_servers
+from hilltop.webrtc.settings import config_servers
 
 
 def test_tables_missing_file_missing_table_and_broken_ones(tmp_path: Path) -> None:

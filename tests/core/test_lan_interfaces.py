@@ -56,13 +56,17 @@ def test_unusable_interface_is_a_clear_error(name: str, message: str) -> None:
 def test_lan_transit_restricts_the_listener_only_with_interface(interface: str | None) -> None:
     from hilltop import TransitOptions
     from hilltop.cli.lan import lan_transit
+    from hilltop.lan.settings import LanSettings
+    from hilltop.transports.direct_tcp import DirectTCPSettings
 
     chosen = lan_interfaces(interface, ADAPTERS)
     options = lan_transit(TransitOptions(transit_helpers=["tcp:relay:4001"]), chosen, interface,
                           default_helper=True)
     assert options.transit_helpers == []  # the public relay is not used on a LAN
     if interface is None:
-        assert "direct-tcp" not in options.extra and options.local_addresses is None
+        assert options.settings.get(DirectTCPSettings) is None
+        assert options.local_addresses is None
     else:
         assert options.local_addresses == ["198.18.1.5"]
-        assert options.extra["direct-tcp"] == {"listen_on": ["198.18.1.5"]}
+        assert options.settings.get(DirectTCPSettings) == DirectTCPSettings(("198.18.1.5",))
+    assert options.settings.get(LanSettings) == LanSettings(interface=interface)

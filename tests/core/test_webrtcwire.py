@@ -8,7 +8,8 @@ import pytest
 
 from hilltop import api
 from hilltop.errors import HilltopError, ProtocolError
-from hilltop.webrtc import signals
+from hilltop.webrtc import settings, signals
+from hilltop.webrtc.settings import IceServer
 
 
 def test_offer_round_trip() -> None:
@@ -56,26 +57,26 @@ def test_side_channel_split() -> None:
 
 
 def test_ice_servers() -> None:
-    assert signals.ice_servers([], [], None, None) == []
-    got = signals.ice_servers(["stun:198.19.0.1:3478"], ["turn:198.19.0.1:3478?transport=udp"],
-                                 "u", "p")
-    assert got == [{"urls": "stun:198.19.0.1:3478"},
-                   {"urls": "turn:198.19.0.1:3478?transport=udp", "username": "u",
-                    "credential": "p"}]
+    assert settings.ice_servers([], [], None, None) == ()
+    got = settings.ice_servers(["stun:198.19.0.1:3478"], ["turn:198.19.0.1:3478?transport=udp"],
+                               "u", "p")
+    assert got == (IceServer("stun:198.19.0.1:3478"),
+                   IceServer("turn:198.19.0.1:3478?transport=udp", username="u",
+                             credential="p"))
     with pytest.raises(HilltopError):
-        signals.ice_servers([], ["turn:x:3478"], None, None)
+        settings.ice_servers([], ["turn:x:3478"], None, None)
     with pytest.raises(HilltopError):
-        signals.stun_server("http://example.org")
+        settings.stun_server("http://example.org")
 
 
 def test_settings_flags_win_over_config() -> None:
     config = {"stun": "stun:a:1", "turn": ["turn:b:2"], "turn-user": "u",
               "turn-password": "p", "relay-only": True}
-    got = signals.settings([], [], None, None, config=config)
-    assert [s["urls"] for s in got["ice_servers"]] == ["stun:a:1", "turn:b:2"]
-    assert got["relay_only"] is True
-    got = signals.settings(["stun:c:3"], [], None, None, config=config)
-    assert [s["urls"] for s in got["ice_servers"]] == ["stun:c:3", "turn:b:2"]
+    got = settings.from_flags([], [], None, None, config=config)
+    assert [s.urls for s in got.ice_servers] == ["stun:a:1", "turn:b:2"]
+    assert got.relay_only is True
+    got = settings.from_flags(["stun:c:3"], [], None, None, config=config)
+    assert [s.urls for s in got.ice_servers] == ["stun:c:3", "turn:b:2"]
 
 
 @pytest.mark.parametrize("table", [
@@ -84,7 +85,7 @@ def test_settings_flags_win_over_config() -> None:
 ])
 def test_bad_config_values_are_clear_errors(table: dict) -> None:
     with pytest.raises(HilltopError, match=r"\[webrtc\]|relay-only"):
-        signals.settings([], [], None, None, config=table)
+        settings.from_flags([], [], None, None, config=table)
 
 
 @pytest.mark.parametrize(("tor", "transports", "offered"), [

@@ -12,7 +12,8 @@ from twisted.internet.error import ConnectingCancelledError
 
 from hilltop.hints import direct_tcp_v1
 from hilltop.hookspecs import TransitSession
-from hilltop.transports.direct_tcp import DirectTCP, discover_addresses
+from hilltop.transit.settings import TransportSettings
+from hilltop.transports.direct_tcp import DirectTCP, DirectTCPSettings, discover_addresses
 
 
 def has_ipv6() -> bool:
@@ -140,8 +141,9 @@ def test_listens_only_where_it_advertises(chosen, also_on_other_address: bool) -
     from twisted.internet import reactor
 
     t = DirectTCP()
-    options = {} if chosen is None else {"direct-tcp": {"listen_on": chosen}}
-    hints = t.hilltop_transport_start(session(reactor, [], options=options))
+    settings = (TransportSettings() if chosen is None
+                else TransportSettings(DirectTCPSettings(listen_on=tuple(chosen))))
+    hints = t.hilltop_transport_start(session(reactor, [], settings=settings))
     try:
         port = hints[0].port
         assert reachable("127.0.0.1", port) is (chosen is None or "127.0.0.1" in chosen)

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from hilltop.hookspecs import TransitSession
+from hilltop.lan.settings import LanSettings, LanTags
 from hilltop.transit.plugins import load_transports
+from hilltop.transit.settings import TransportSettings
 from hilltop.transports.lan import Lan, _loopback_url
 
 
@@ -20,23 +22,26 @@ class NoReactor:
         raise AssertionError(f"the lan transport touched the reactor ({name})")
 
 
-@pytest.mark.parametrize("options", [
-    {},                                                       # no transit key: not a session
-    {"lan": {"transit_key": b"k" * 32, "mailbox_url": "ws://127.0.0.1:4000/v1"}},
-    {"lan": {"transit_key": b"k" * 32, "mailbox_url": "ws://[::1]:4000/v1"}},
-    {"lan": {"transit_key": b"k" * 32, "mailbox_url": "ws://localhost:4000/v1"}},
+TAGS = LanTags.derive(b"k" * 32, "sender")
+
+
+@pytest.mark.parametrize("settings", [
+    TransportSettings(),                                      # no tags: not a session
+    TransportSettings(LanSettings()),
+    TransportSettings(LanSettings(tags=TAGS, mailbox_url="ws://127.0.0.1:4000/v1")),
+    TransportSettings(LanSettings(tags=TAGS, mailbox_url="ws://[::1]:4000/v1")),
+    TransportSettings(LanSettings(tags=TAGS, mailbox_url="ws://localhost:4000/v1")),
 ])
-def test_declines_without_a_key_or_with_a_loopback_mailbox(options: dict) -> None:
+def test_declines_without_tags_or_with_a_loopback_mailbox(settings: TransportSettings) -> None:
     lan = Lan()
-    session = TransitSession(reactor=NoReactor(), role="sender", options=options)
+    session = TransitSession(reactor=NoReactor(), role="sender", settings=settings)
     assert lan.hilltop_transport_start(session) == []
     assert lan.hilltop_transport_stop() is None
 
 
 def test_declines_under_tor() -> None:
-    session = TransitSession(reactor=NoReactor(), role="receiver", tor=True,
-                             options={"lan": {"transit_key": b"k" * 32,
-                                              "mailbox_url": "ws://198.18.0.1:4000/v1"}})
+    settings = TransportSettings(LanSettings(tags=TAGS, mailbox_url="ws://198.18.0.1:4000/v1"))
+    session = TransitSession(reactor=NoReactor(), role="receiver", tor=True, settings=settings)
     assert Lan().hilltop_transport_start(session) == []
 
 

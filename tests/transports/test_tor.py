@@ -14,7 +14,9 @@ from twisted.internet import defer
 from hilltop.errors import LocalError
 from hilltop.hints import direct_tcp_v1, relay_v1, tor_tcp_v1
 from hilltop.hookspecs import TransitSession
-from hilltop.tor.manager import TorManager, TorSettings, connect_retrying, parse_socks
+from hilltop.tor.manager import TorManager, connect_retrying
+from hilltop.tor.settings import TorSettings, TorTransitSettings, parse_socks
+from hilltop.transit.settings import TransportSettings
 from hilltop.transports.relay import Relay
 from hilltop.transports.tor import Tor, TorRelay, public_address
 
@@ -86,7 +88,7 @@ async def test_socks_only_manager_makes_no_onion_service() -> None:
     manager = TorManager(reactor, TorSettings(socks="127.0.0.1:9"))
     await manager.ready()
     assert manager.socks_only and manager.socks == ("127.0.0.1", 9)
-    s = session(reactor, tor=True, options={"tor": {"manager": manager}})
+    s = session(reactor, tor=True, settings=TransportSettings(TorTransitSettings(manager)))
     plugin = Tor()
     assert await defer.maybeDeferred(plugin.hilltop_transport_start, s) == []
     await plugin.hilltop_transport_stop(s)
@@ -158,7 +160,7 @@ class FakeManager:
 
 
 def tor_session(reactor, manager: FakeManager) -> TransitSession:
-    return session(reactor, tor=True, options={"tor": {"manager": manager}})
+    return session(reactor, tor=True, settings=TransportSettings(TorTransitSettings(manager)))
 
 
 def refuses(port: int) -> bool:

@@ -22,6 +22,8 @@ from twisted.internet import defer
 
 from hilltop.hookspecs import TransitSession
 from hilltop.testing import ConformanceSuite, TransportSubject, close_and_stop, exchange, pair
+from hilltop.transit.settings import TransportSettings
+from hilltop.webrtc.settings import WebRTCSettings
 from hilltop.webrtc.signals import Signal
 
 pytest.importorskip("aiortc")
@@ -69,7 +71,7 @@ def second_loopback_address() -> Iterator[None]:
 
 def side(signalling: QueueSignalling) -> dict[str, Any]:
     return {"no_listen": True,
-            "options": {"webrtc": {"signalling": signalling, "ice_servers": []}}}
+            "settings": TransportSettings(WebRTCSettings(ice_servers=(), signalling=signalling))}
 
 
 class TestWebRTC(ConformanceSuite):
@@ -178,7 +180,8 @@ async def test_no_signal_without_a_webrtc_peer() -> None:
 
     s = Official()
     s.peer = Official()
-    session = TransitSession(reactor, "sender", options={"webrtc": {"signalling": s}})
+    session = TransitSession(reactor, "sender",
+                             settings=TransportSettings(WebRTCSettings(signalling=s)))
     plugin = WebRTC()
     assert await defer.maybeDeferred(plugin.hilltop_transport_start, session) == []
     assert s.sent == [] and s.peer.inbox.empty()
@@ -192,15 +195,17 @@ def test_off_under_tor_without_touching_aiortc() -> None:
 import sys
 from hilltop.hookspecs import TransitSession
 from hilltop.transit.plugins import load_configured
-from hilltop.webrtc.signals import MailboxSignalling
+from hilltop.transit.settings import TransportSettings
+from hilltop.webrtc.channel import MailboxSignalling
+from hilltop.webrtc.settings import WebRTCSettings
 
 class W:
     app_versions = {}
     def send_message(self, data): raise AssertionError("sent a signal under --tor")
 
 [t] = [t for t in load_configured().loaded if t.name == "webrtc"]
-session = TransitSession(None, "sender", tor=True,
-                         options={"webrtc": {"signalling": MailboxSignalling(W())}})
+settings = TransportSettings(WebRTCSettings(signalling=MailboxSignalling(W())))
+session = TransitSession(None, "sender", tor=True, settings=settings)
 assert t.plugin.hilltop_transport_start(session=session) == []
 print(t.info.tor_note)
 assert not [m for m in sys.modules if m.split(".")[0] in ("aiortc", "aioice", "av")], "imported"

@@ -1,0 +1,129 @@
+"""Typed transport settings: the container's rules, and what a transfer hands the transports."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import pytest
+from fresh_interpreter import run_fresh
+
+from hilltop.lan.settings import LanSettings, LanTags
+from hilltop.transit.options import TransitOptions
+from hilltop.transit.settings import TransportSettings
+from hilltop.webrtc.settings import IceServer, WebRTCSettings
+
+
+@dataclass(frozen=True)
+class Mine:
+    dir: str | None = None
+
+
+@dataclass
+class Mutable:
+    dir: str | None = None
+
+
+def test_get_by_type_and_none_when_unset() -> None:
+    s = TransportSettings(Mine("/run/x"), LanSettings(interface="eth0"))
+    assert s.get(Mine) == Mine("/run/x")
+    assert s.get(LanSettings) == LanSettings(interface="eth0")
+    assert s.get(WebRTCSettings) is None
+    assert len(s) == 2 and set(map(type, s)) == {Mine, LanSettings}
+
+
+@pytest.mark.parametrize("item", [Mutable(), {"dir": "/x"}, Mine, "webrtc"])
+def test_only_frozen_dataclass_instances(item: object) -> None:
+    with pytest.raises(TypeError, match="frozen dataclass"):
+        TransportSettings(item)
+
+
+def test_one_item_per_type() -> None:
+    with pytest.raises(ValueError, match="two Mine"):
+        TransportSettings(Mine("a"), Mine("b"))
+
+
+def test_with_replaces_and_leaves_the_original_alone() -> None:
+    s = TransportSettings(Mine("a"), LanSettings())
+    t = s.with_(Mine("b"))
+    assert t.get(Mine) == Mine("b") and t.get(LanSettings) == LanSettings()
+    assert s.get(Mine) == Mine("a")
+    assert s != t and s == TransportSettings(LanSettings(), Mine("a"))
+
+
+def test_updated_starts_from_the_default_or_keeps_other_fields() -> None:
+    s = TransportSettings().updated(LanSettings, interface="eth0")
+    assert s.get(LanSettings) == LanSettings(interface="eth0")
+    tags = LanTags.derive(b"k" * 32, "sender")
+    s = s.updated(LanSettings, tags=tags)
+    assert s.get(LanSettings) == LanSettings(interface="eth0", tags=tags)
+
+
+def test_tags_mirror_each_other() -> None:
+    ours = LanTags.derive(b"k" * 32, "sender")
+    theirs = LanTags.derive(b"k" * 32, "receiver")
+    assert (ours.ours, ours.theirs) == (theirs.theirs, theirs.ours)
+    assert ours.ours != ours.theirs
+
+
+def test_turn_password_is_not_in_the_repr() -> None:
+    server = IceServer("turn:198.19.0.1:3478", "user", "hunter2")
+    assert "hunter2" not in repr(TransportSettings(WebRTCSettings((server,))))
+
+
+def test_options_default_to_empty_settings_not_shared() -> None:
+    a, b = TransitOptions(), TransitOptions()
+    assert a.settings == TransportSettings() and a.plugin_options == {}
+    assert dataclasses.replace(a, settings=a.settings.with_(Mine())) != b
+
+
+def test_settings_types_import_no_transport_dependencies() -> None:
+    """The CLI builds settings for every command: none of this may load a transport's
+    libraries, Twisted or the plugin machinery."""
+    probe = (
+        "import sys\n"
+        "from hilltop.lan.settings import LanSettings\n"
+        "from hilltop.tor.settings import TorTransitSettings\n"
+        "from hilltop.transit.options import TransitOptions\n"
+        "from hilltop.webrtc.settings import WebRTCSettings\n"
+        "heavy = ('aiortc', 'zeroconf', 'txtorcon', 'twisted', 'pluggy', 'ifaddr')\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & set(heavy)))\n")
+    assert run_fresh(probe).strip() == "[]"
+
+
+class FakeWormhole:
+    appid = "lothar.com/wormhole/text-or-file-xfer"
+    relay_url = "ws://198.18.0.1:4000/v1"
+    app_versions: dict = {}
+
+    def derive_key(self, purpose: str) -> bytes:
+        return purpose.encode().ljust(32, b"\0")[:32]
+
+    def side_messages(self, channel: str) -> None:
+        raise AssertionError("not used while building a runner")
+
+
+@pytest.mark.parametrize("role", ["sender", "receiver"])
+def test_a_transfer_hands_the_lan_tags_never_the_transit_key(role: str) -> None:
+    """The transit key also protects the records; every plugin can read session.settings."""
+    from twisted.internet import reactor
+
+    from hilltop.transfer.story import make_runner, transit_key
+
+    w = FakeWormhole()
+    options = TransitOptions(settings=TransportSettings(LanSettings(interface="eth0")),
+                             plugin_options={"unix-socket": {"dir": "/run/x"}})
+    session = make_runner(reactor, w, role, options).session
+    tk = transit_key(w)
+    lan = session.settings.get(LanSettings)
+    assert lan == LanSettings("eth0", LanTags.derive(tk, role), w.relay_url)
+    webrtc = session.settings.get(WebRTCSettings)
+    assert webrtc is not None and webrtc.signalling is not None
+    assert session.options == {"unix-socket": {"dir": "/run/x"}}
+
+    def holds_key(value: object) -> bool:
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return any(holds_key(getattr(value, f.name)) for f in dataclasses.fields(value))
+        return isinstance(value, bytes) and tk in value
+
+    assert not any(holds_key(item) for item in session.settings)
