@@ -1,6 +1,6 @@
 """hilltop: Magic Wormhole, wire-compatible, with transports as plugins.
 
-The public API is the three names below; everything else is reached through its domain
+The public API is the four names below; everything else is reached through its domain
 package (``hilltop.rendezvous``, ``hilltop.transit``, ``hilltop.transfer``, ...), and plugins
 use ``hilltop.hookspecs``, ``hilltop.streams``, ``hilltop.hints`` and ``hilltop.testing``.
 Importing this package stays cheap and I/O-free (pure modules import it too), so each name is
@@ -12,16 +12,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["TransitOptions", "Wormhole", "__version__", "install_asyncio_reactor"]
+__all__ = ["TransitOptions", "TransportSettings", "Wormhole", "__version__",
+           "install_asyncio_reactor"]
 
 if TYPE_CHECKING:
     from hilltop._runtime.reactor import install_asyncio_reactor
     from hilltop.api import Wormhole
     from hilltop.transit.options import TransitOptions
+    from hilltop.transit.settings import TransportSettings
 
 _LAZY = {
     "Wormhole": "hilltop.api",
     "TransitOptions": "hilltop.transit.options",
+    "TransportSettings": "hilltop.transit.settings",
     "install_asyncio_reactor": "hilltop._runtime.reactor",
 }
 

@@ -15,7 +15,8 @@ from twisted.internet.defer import ensureDeferred
 from twisted.internet.task import deferLater, react
 
 from hilltop import api
-from hilltop.tor.manager import TorManager, TorSettings
+from hilltop.tor.manager import TorManager
+from hilltop.tor.settings import TorSettings
 
 
 async def main(reactor, relay_url: str, control: str, code: str, hints: str,

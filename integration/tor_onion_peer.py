@@ -23,9 +23,11 @@ from twisted.internet.defer import ensureDeferred
 from twisted.internet.task import react
 
 from hilltop import TransitOptions, api
-from hilltop.tor.manager import TorManager, TorSettings
+from hilltop.tor.manager import TorManager
+from hilltop.tor.settings import TorSettings, TorTransitSettings
 from hilltop.transfer import story
 from hilltop.transfer.source import open_source
+from hilltop.transit.settings import TransportSettings
 
 
 def record_commands(protocol: Any) -> list[dict[str, str]]:
@@ -60,7 +62,8 @@ async def main(reactor: Any, relay_url: str, control: str, path: str) -> None:
         code = await w.allocate_code()
         print(f"Wormhole code is: {code}", file=sys.stderr, flush=True)
         await w.get_verifier()
-        options = TransitOptions(tor=True, extra={"tor": {"manager": manager}})
+        shared = TorTransitSettings(manager=manager)
+        options = TransitOptions(tor=True, settings=TransportSettings(shared))
         with open_source(path) as source:
             await story.send_source(reactor, w, source, options,
                                            on_connected=connected.append)

@@ -86,6 +86,8 @@ def test_settings_types_import_no_transport_dependencies() -> None:
         "from hilltop.tor.settings import TorTransitSettings\n"
         "from hilltop.transit.options import TransitOptions\n"
         "from hilltop.webrtc.settings import WebRTCSettings\n"
+        "import hilltop\n"
+        "assert hilltop.TransportSettings(LanSettings()).get(LanSettings) == LanSettings()\n"
         "heavy = ('aiortc', 'zeroconf', 'txtorcon', 'twisted', 'pluggy', 'ifaddr')\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & set(heavy)))\n")
     assert run_fresh(probe).strip() == "[]"
