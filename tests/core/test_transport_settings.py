@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
+import pytest_twisted
 from fresh_interpreter import run_fresh
 
 from hilltop.lan.settings import LanSettings, LanTags
@@ -129,3 +131,35 @@ def test_a_transfer_hands_the_lan_tags_never_the_transit_key(role: str) -> None:
         return isinstance(value, bytes) and tk in value
 
     assert not any(holds_key(item) for item in session.settings)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_third_party_plugin_reads_its_own_type_and_its_options() -> None:
+    """Both documented places reach the plugin through the runner (docs/plugins.md)."""
+    from twisted.internet import reactor
+
+    from hilltop.hookspecs import TransportInfo, hookimpl
+    from hilltop.testing import TK
+    from hilltop.transit.plugins import load_transports
+    from hilltop.transit.runner import TransitRunner
+
+    class Probe:
+        api = 1
+        seen: list[tuple[object, object]] = []
+
+        @hookimpl
+        def hilltop_transport_info(self) -> TransportInfo:
+            return TransportInfo(name="probe", hint_types=())
+
+        @hookimpl
+        def hilltop_transport_start(self, session: Any) -> list[Any]:
+            self.seen.append((session.settings.get(Mine), session.options.get("probe")))
+            return []
+
+    runner = TransitRunner(reactor, "sender", TK,
+                           transports=load_transports(eps=[], extra=[Probe()]),
+                           settings=TransportSettings(Mine("/run/x")),
+                           options={"probe": {"dir": "/run/y"}})
+    assert await runner.our_hints() == []
+    await runner.stop()
+    assert Probe.seen == [(Mine("/run/x"), {"dir": "/run/y"})]
