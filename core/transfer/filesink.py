@@ -476,7 +476,7 @@ class Sink:
 class FileSink(Sink):
     """Receive one file of ``filesize`` bytes to the absolute path ``target``.
 
-    ``target`` normally comes from :func:`hilltop.transfer.offers.target_path`. Bytes go to
+    ``target`` normally comes from :func:`hilltop.transfer.targets.target_path`. Bytes go to
     ``.NAME.hilltop-part`` beside it, which becomes ``NAME`` in :meth:`finish`.
     """
 

@@ -21,7 +21,7 @@ from twisted.internet import defer
 from hilltop.errors import LocalError, TransferError
 from hilltop.hints import parse_hints
 from hilltop.rendezvous import capabilities
-from hilltop.transfer import filesink, story
+from hilltop.transfer import datapath, filesink, story
 from hilltop.transfer.filesink import FileSink
 from hilltop.transfer.offers import FileOffer
 from hilltop.transfer.source import FileSource
@@ -149,10 +149,10 @@ async def test_file_crosses_intact(tmp_path: Path, record_size: int, hashed: boo
     with open(tmp_path / "src", "rb") as f:
         source = FileSource(FileOffer("src", len(data)), str(tmp_path / "src"), f)
         sent, _ = await defer.gatherResults([
-            defer.ensureDeferred(story._stream(reactor, cs, source, moved.append,
+            defer.ensureDeferred(datapath.send(reactor, cs, source, moved.append,
                                                       record_size, hashed)),
             defer.ensureDeferred(
-                story._RecordSink(reactor, cr, sink, len(data), lambda _n: None,
+                datapath._RecordSink(reactor, cr, sink, len(data), lambda _n: None,
                                          inline=inline).run()),
         ])
     digest = sink.finish()
@@ -186,7 +186,7 @@ async def test_sender_closing_midway_is_reported(tmp_path: Path, inline: bool) -
     cs.send_record(b"x" * 1000)
     cs.close()
     with pytest.raises(Exception, match="after 1000 of"):
-        await story._RecordSink(reactor, cr, sink, 10 * records.BIG_RECORD_SIZE,
+        await datapath._RecordSink(reactor, cr, sink, 10 * records.BIG_RECORD_SIZE,
                                        lambda _n: None, inline=inline).run()
     sink.abort()
     assert os.listdir(tmp_path) == []
