@@ -30,12 +30,9 @@ if TYPE_CHECKING:
     import socket
 
     from hilltop.rendezvous.capabilities import PeerCapabilities
-    from hilltop.transfer.filesink import FileSink, StreamSink
-    from hilltop.transfer.foldersink import DirectorySink
+    from hilltop.transfer.filesink import Sink
     from hilltop.transfer.source import Source
     from hilltop.transit.runner import TransitConnection
-
-    ReceivingSink = FileSink | DirectorySink | StreamSink
 
 Progress = Callable[[int], None]
 """Called with the number of bytes just moved."""
@@ -225,7 +222,7 @@ class _SourceProducer:
 
 
 # --- receiving ------------------------------------------------------------------------------------
-async def receive(reactor: Any, conn: TransitConnection, sink: ReceivingSink, size: int,
+async def receive(reactor: Any, conn: TransitConnection, sink: Sink, size: int,
                   progress: Progress, *, inline: bool) -> None:
     """``size`` bytes into ``sink``: on a thread reading the socket itself when the
     connection has a plain one (:mod:`bulkpump`), else through :class:`_RecordSink`."""
@@ -265,7 +262,7 @@ class _RecordSink:
     """
 
     def __init__(self, reactor: Any, conn: TransitConnection,
-                 sink: ReceivingSink, size: int,
+                 sink: Sink, size: int,
                  progress: Progress, *, inline: bool = False) -> None:
         self._conn = conn
         self._sink = sink

@@ -26,8 +26,7 @@ from hilltop.transit.options import TransitOptions
 
 if TYPE_CHECKING:  # the transit machinery is imported when a transfer starts, not before:
     from hilltop.api import Wormhole
-    from hilltop.transfer.datapath import ReceivingSink
-    from hilltop.transfer.filesink import FileSink
+    from hilltop.transfer.filesink import FileSink, Sink
     from hilltop.transfer.foldersink import DirectorySink
     from hilltop.transfer.source import Source
     from hilltop.transit.runner import TransitRunner
@@ -221,7 +220,7 @@ async def receive_into(
     reactor: Any,
     w: Wormhole,
     peer_transit: offers.TransitMsg,
-    sink: ReceivingSink,
+    sink: Sink,
     size: int,
     options: TransitOptions,
     *,
