@@ -23,7 +23,7 @@ from hilltop.cli.transitopts import (
     transit_options,
 )
 from hilltop.errors import HilltopError, LocalError, RejectedError
-from hilltop.transfer import offers, story
+from hilltop.transfer import offers, story, targets
 
 if TYPE_CHECKING:  # imported where a file is received: a text message needs none of it
     from hilltop.transfer.filesink import FileSink
@@ -134,7 +134,7 @@ def _prepare(offer: offers.FileOffer | offers.DirectoryOffer,
     """Every check that can refuse an offer, before a byte is accepted."""
     if choices.only_text:
         raise RejectedError("the sender offered a file, but --only-text was given")
-    target = story.plan_target(offer, choices.output_file, os.getcwd())
+    target = targets.plan_target(offer, choices.output_file, os.getcwd())
     output.status(f"Receiving {describe_offer(offer)}")
     if not choices.accept_file:
         where = os.path.relpath(target)

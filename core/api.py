@@ -183,12 +183,12 @@ class Wormhole:
         ``accept(offer)`` may refuse it. Fires with the saved path. The same safety rules as
         the CLI apply: no overwriting, no names outside ``directory``, free space checked.
         """
-        from hilltop.transfer import story
+        from hilltop.transfer import story, targets
 
         async def go() -> str:
             offer, peer_transit, options = await self._file_offer(accept, transit)
             try:
-                target = story.plan_target(offer, None, directory)
+                target = targets.plan_target(offer, None, directory)
             except HilltopError:
                 self.send_message(ErrorMsg("transfer rejected").to_wire())
                 raise

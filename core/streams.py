@@ -148,11 +148,6 @@ class TCPStream(TwistedProtocol):
                 self.transport.resumeProducing()
             self.transport.loseConnection()
 
-    def abort(self) -> None:
-        """Close at once, dropping unsent bytes (for attempts that lost the race)."""
-        if self.transport is not None and self._lost_reason is None:
-            self.transport.abortConnection()
-
     def when_closed(self) -> defer.Deferred[None]:
         d: defer.Deferred[None] = defer.Deferred()
         if self._lost_reason is not None:

@@ -20,7 +20,7 @@ def main() -> None:
     from twisted.internet.defer import ensureDeferred
 
     from hilltop import api
-    from hilltop.transfer import story
+    from hilltop.transfer import story, targets
     from hilltop.transfer.source import open_source
 
     role, relay_url, code, path = sys.argv[1:5]
@@ -43,7 +43,7 @@ def main() -> None:
                                                    on_connected=connected)
             else:
                 offer, peer_transit = await story.receive_offer(w)
-                target = story.plan_target(offer, None, path)
+                target = targets.plan_target(offer, None, path)
                 sink = story.open_sink(offer, target)
                 await story.receive_into(reactor, w, peer_transit, sink,
                                                 story.wire_size(offer), options,

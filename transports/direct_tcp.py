@@ -6,7 +6,6 @@ plugin's would: it needs no heavy import, and only LAN mode sets it.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from twisted.internet.error import CannotListenError
 
 from hilltop.hints import direct_tcp_v1
 from hilltop.hookspecs import TransitSession, TransportInfo, hookimpl
+from hilltop.lan.wire import usable_address
 from hilltop.streams import InboundFactory, dial_tcp
 
 log = logging.getLogger(__name__)
@@ -37,14 +37,6 @@ class DirectTCPSettings:
     listen_on: tuple[str, ...] | None = None
 
 
-def _usable_address(text: str) -> bool:
-    try:
-        ip = ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return not (ip.is_loopback or ip.is_link_local or ip.is_multicast or ip.is_unspecified)
-
-
 def discover_addresses(adapters: Iterable[Any] | None = None) -> list[str]:
     """Every non-loopback, non-link-local IPv4 and IPv6 address of this machine.
 
@@ -59,7 +51,7 @@ def discover_addresses(adapters: Iterable[Any] | None = None) -> list[str]:
     for adapter in adapters:
         for ip in adapter.ips:
             text = ip.ip[0] if isinstance(ip.ip, tuple) else ip.ip
-            if _usable_address(text) and text not in found:
+            if usable_address(text) and text not in found:
                 found.append(text)
     return found or ["127.0.0.1"]
 

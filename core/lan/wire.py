@@ -21,7 +21,7 @@ import ipaddress
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from hilltop.errors import CodeFormatError, ProtocolError
+from hilltop.errors import ProtocolError
 from hilltop.rendezvous import codes, key
 
 SERVICE_TYPE = "_wormhole._tcp.local."
@@ -39,16 +39,10 @@ NAMEPLATE_RANGE = (10, 99)
 two senders on one LAN rarely collide (a collision is detected by mDNS probing and retried)."""
 
 
-def _check_nameplate(nameplate: str) -> str:
-    if not nameplate.isascii() or not nameplate.isdigit() or len(nameplate) > 40:
-        raise CodeFormatError(f"a nameplate is 1-40 digits, not {nameplate!r}")
-    return nameplate
-
-
 # --- names ----------------------------------------------------------------------------------
 def mailbox_instance(nameplate: str) -> str:
     """``nameplate-7``: the instance name a LAN sender announces."""
-    return MAILBOX_PREFIX + _check_nameplate(nameplate)
+    return MAILBOX_PREFIX + codes.check_nameplate(nameplate)
 
 
 def mailbox_service_name(nameplate: str) -> str:
@@ -64,9 +58,7 @@ def nameplate_of(service_name: str) -> str | None:
     if not instance.startswith(MAILBOX_PREFIX):
         return None
     nameplate = instance[len(MAILBOX_PREFIX):]
-    if not nameplate or not nameplate.isascii() or not nameplate.isdigit():
-        return None
-    return nameplate
+    return nameplate if codes.is_nameplate(nameplate) else None
 
 
 def transit_tag(transit_key: bytes, role: str) -> str:
@@ -99,7 +91,7 @@ class MailboxTxt:
 
 
 def mailbox_txt(nameplate: str, path: str = MAILBOX_PATH) -> dict[str, str]:
-    return {"v": TXT_VERSION, "kind": "mailbox", "nameplate": _check_nameplate(nameplate),
+    return {"v": TXT_VERSION, "kind": "mailbox", "nameplate": codes.check_nameplate(nameplate),
             "path": path}
 
 
@@ -151,7 +143,11 @@ def parse_mailbox_txt(properties: Mapping[bytes | str, bytes | str | None],
 
 # --- addresses and URLs -----------------------------------------------------------------------
 def usable_address(text: str) -> bool:
-    """An address a peer on the LAN can reach without knowing our interface (no scope id)."""
+    """An address worth advertising to a peer: one it can reach without knowing our interface.
+
+    Loopback, multicast and unspecified addresses lead nowhere for a peer, and a link-local
+    one needs a scope id the peer cannot know. The one rule for the ``direct-tcp`` hints and
+    the LAN announcements (a ``%scope`` suffix is ignored)."""
     try:
         ip = ipaddress.ip_address(text.split("%")[0])
     except ValueError:
@@ -190,4 +186,4 @@ def pick_nameplate(random_bytes: Callable[[int], bytes], avoid: Iterable[str] = 
 
 def make_code(nameplate: str, length: int, random_bytes: Callable[[int], bytes]) -> str:
     """A full code for a nameplate we chose ourselves (there is no server to allocate one)."""
-    return codes.make_code(_check_nameplate(nameplate), random_bytes(length))
+    return codes.make_code(codes.check_nameplate(nameplate), random_bytes(length))

@@ -21,9 +21,21 @@ ZERO_MODE_CODE = "0-"
 password is known to all. For tests and demonstrations; anyone on the server can join."""
 
 
-def _is_nameplate(text: str) -> bool:
-    # str.isdigit() alone also accepts "²" and Arabic-Indic digits; the server wants ASCII.
+def is_nameplate(text: str) -> bool:
+    """Whether ``text`` is a nameplate: 1 to :data:`MAX_NAMEPLATE_DIGITS` ASCII digits.
+
+    The one rule for every place that takes a nameplate (codes, an early claim, LAN service
+    names). ``str.isdigit()`` alone also accepts "²" and Arabic-Indic digits; the server
+    wants ASCII.
+    """
     return text.isascii() and text.isdigit() and len(text) <= MAX_NAMEPLATE_DIGITS
+
+
+def check_nameplate(text: str) -> str:
+    """``text`` if :func:`is_nameplate`, else :class:`CodeFormatError` saying what one is."""
+    if not is_nameplate(text):
+        raise CodeFormatError(f"a nameplate is 1-{MAX_NAMEPLATE_DIGITS} digits, not {text!r}")
+    return text
 
 
 @dataclass(frozen=True)
@@ -34,7 +46,7 @@ class Code:
     words: tuple[str, ...]
 
     def __post_init__(self) -> None:
-        if not _is_nameplate(self.nameplate):
+        if not is_nameplate(self.nameplate):
             raise ValueError(f"bad nameplate {self.nameplate!r}")
         if str(self) == ZERO_MODE_CODE:
             return
@@ -97,8 +109,8 @@ def complete(text: str, nameplates: Sequence[str], length: int) -> list[str]:
     """
     nameplate, dash, rest = text.partition("-")
     if not dash:
-        return sorted(f"{n}-" for n in set(nameplates) if n.startswith(text) and _is_nameplate(n))
-    if not _is_nameplate(nameplate):
+        return sorted(f"{n}-" for n in set(nameplates) if n.startswith(text) and is_nameplate(n))
+    if not is_nameplate(nameplate):
         return []
     *typed, partial = rest.split("-")
     position = len(typed)

@@ -305,8 +305,7 @@ class Mailbox:
 
     def claim_nameplate(self, nameplate: str) -> None:
         """Claim early, while the user is still typing the words (completion does this)."""
-        if not nameplate.isdigit() or not nameplate.isascii():
-            raise CodeFormatError(f"nameplate {nameplate!r} must be digits")
+        codes.check_nameplate(nameplate)
         if self.plate is not Plate.NONE:
             if nameplate != self.nameplate:
                 raise LocalError(f"nameplate {self.nameplate} was already claimed for this code")

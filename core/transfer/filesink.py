@@ -20,6 +20,7 @@ import errno
 import hashlib
 import mmap
 import os
+from enum import Enum, auto
 from typing import Any, TypeVar
 
 from hilltop.errors import (
@@ -386,12 +387,38 @@ class _Spool(Offered):
         _unlink_quietly(self.path)
 
 
+class SinkState(Enum):
+    """Where a sink is in its life; every input goes through :data:`SINK_MOVES`."""
+
+    OPEN = auto()
+    FINISHED = auto()  # published under the final name: nothing left to clean up
+    ABORTED = auto()  # everything temporary removed
+
+
+SINK_MOVES: dict[tuple[SinkState, str], SinkState] = {
+    (SinkState.OPEN, "write"): SinkState.OPEN,
+    (SinkState.OPEN, "finish"): SinkState.FINISHED,
+    (SinkState.OPEN, "abort"): SinkState.ABORTED,
+    # Cleanup paths may abort again, or after a finish (leaving a ``with`` block): no-ops.
+    (SinkState.ABORTED, "abort"): SinkState.ABORTED,
+    (SinkState.FINISHED, "abort"): SinkState.FINISHED,
+}
+"""The sink's transitions: data and the end only while open, abort always (idempotent).
+
+An input missing here is a bug in the caller (the transit layer writing after the end, say)
+and raises one :class:`~hilltop.errors.LocalError` naming the sink, the input and the state."""
+
+
 class Sink:
     """Shared lifecycle: any failure in write/finish removes every temporary file, then raises."""
 
     target: str
-    _spool: Offered  # a file, or the folder a zip unpacks into
-    _state = "open"  # open -> finished | aborted
+    _spool: Offered  # a file, the folder a zip unpacks into, or a caller's stream
+    _state = SinkState.OPEN
+
+    @property
+    def state(self) -> SinkState:
+        return self._state
 
     @property
     def received(self) -> int:
@@ -423,7 +450,7 @@ class Sink:
 
     def write(self, data: bytes) -> None:
         """Append bytes from the peer. Raises ProtocolError past the offered size."""
-        self._require_open()
+        self._after("write")
         try:
             self._spool.write(data)
         except BaseException:
@@ -437,26 +464,30 @@ class Sink:
         Raises (after cleaning up) if fewer bytes than offered arrived, if ``expected_sha256``
         is given and differs, or if something now exists at the target.
         """
-        self._require_open()
+        finished = self._after("finish")
         try:
             digest = self._spool.complete(expected_sha256)
             self._publish()
         except BaseException:
             self.abort()
             raise
-        self._state = "finished"
+        self._state = finished
         return digest
 
     def abort(self) -> None:
         """Remove everything temporary. Safe to call twice, and a no-op after finish()."""
-        if self._state == "open":
-            self._state = "aborted"
+        was_open = self._state is SinkState.OPEN
+        self._state = self._after("abort")  # first: a failing cleanup is not retried
+        if was_open:
             self._cleanup()
 
-    def _require_open(self) -> None:
-        if self._state != "open":
-            raise LocalError(
-                f"internal error: receiving into {self.target!r} already {self._state}")
+    def _after(self, event: str) -> SinkState:
+        """The state ``event`` leads to from here (:data:`SINK_MOVES`), or the internal error."""
+        try:
+            return SINK_MOVES[(self._state, event)]
+        except KeyError:
+            raise LocalError(f"internal error: cannot {event} {self.target!r}: receiving it "
+                             f"already {self._state.name.lower()}") from None
 
     def _publish(self) -> None:
         raise NotImplementedError
@@ -476,7 +507,7 @@ class Sink:
 class FileSink(Sink):
     """Receive one file of ``filesize`` bytes to the absolute path ``target``.
 
-    ``target`` normally comes from :func:`hilltop.transfer.offers.target_path`. Bytes go to
+    ``target`` normally comes from :func:`hilltop.transfer.targets.target_path`. Bytes go to
     ``.NAME.hilltop-part`` beside it, which becomes ``NAME`` in :meth:`finish`.
     """
 
@@ -509,7 +540,33 @@ def appeared(target: str) -> RejectedError:
     return RejectedError(f"{target!r} appeared while receiving; refusing to overwrite it")
 
 
-class StreamSink:
+class _Passthrough(Offered):
+    """Exactly ``size`` bytes into a caller's writable object (see :class:`Offered`)."""
+
+    def __init__(self, fileobj: Any, size: int, what: str) -> None:
+        super().__init__(size, what)
+        self.path = ""  # nothing of ours on disk
+        self.direct_io = False  # the caller's object does its own writing
+        self._file = fileobj
+
+    def write(self, data: bytes) -> None:
+        self._admit(data)
+        self._file.write(data)
+        self._count(data)
+
+    def complete(self, expected_sha256: str | None) -> str | None:
+        digest = self._checked_digest(expected_sha256)
+        self.close()
+        return digest
+
+    def close(self) -> None:
+        self._closed = True
+
+    def discard(self) -> None:
+        self.close()  # the object belongs to the caller: nothing to remove
+
+
+class StreamSink(Sink):
     """Received bytes go straight to a caller's writable object (library use, no renaming).
 
     The caller owns the object, so on failure there is nothing to delete; ``finish`` still
@@ -517,36 +574,9 @@ class StreamSink:
     """
 
     def __init__(self, fileobj: Any, size: int) -> None:
-        self.target = getattr(fileobj, "name", "<stream>")
+        self.target = str(getattr(fileobj, "name", "<stream>"))
         self.size = size
-        self.received = 0
-        self._file = fileobj
-        self._hash: Any = hashlib.sha256()
+        self._spool = _Passthrough(fileobj, size, repr(self.target))
 
-    def skip_hash(self) -> None:
-        """As :meth:`Sink.skip_hash`: only before the first byte."""
-        if self.received:
-            raise LocalError("internal error: skip_hash() after data arrived")
-        self._hash = None
-
-    def without_direct_io(self) -> None:
-        """Nothing to change: the caller's stream does its own writing."""
-
-    def write(self, data: bytes) -> None:
-        if self.received + len(data) > self.size:
-            raise ProtocolError(f"peer sent more than the {self.size} bytes it offered")
-        self._file.write(data)
-        if self._hash is not None:
-            self._hash.update(data)
-        self.received += len(data)
-
-    def finish(self, expected_sha256: str | None = None) -> str | None:
-        if self.received != self.size:
-            raise ProtocolError(f"stream ended after {self.received} of {self.size} bytes")
-        digest = None if self._hash is None else self._hash.hexdigest()
-        if expected_sha256 is not None and digest is not None and expected_sha256 != digest:
-            raise ProtocolError("received bytes do not match the expected SHA-256")
-        return digest
-
-    def abort(self) -> None:
-        """Nothing to clean up: the stream belongs to the caller."""
+    def _publish(self) -> None:
+        """Nothing to rename: the bytes are already where the caller wanted them."""

@@ -29,8 +29,9 @@ from hilltop._runtime.memory import Trimmer
 from hilltop.errors import ProtocolError
 from hilltop.transfer import filesink  # filesink.write_all: the seam tests patch for a full disk
 from hilltop.transfer.filesink import Offered, Sink, appeared, io_error
-from hilltop.transfer.offers import MAX_NAME_BYTES, DirectoryOffer
+from hilltop.transfer.offers import DirectoryOffer
 from hilltop.transfer.partials import OPEN_FLAGS, claim_folder, remove_tree
+from hilltop.transfer.targets import MAX_NAME_BYTES
 from hilltop.transfer.zipreader import (
     CentralEntry,
     MemberData,

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from hilltop.errors import LocalError
-from hilltop.transfer.offers import MAX_NAME_BYTES
+from hilltop.transfer.targets import MAX_NAME_BYTES
 
 try:
     import fcntl

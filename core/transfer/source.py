@@ -41,7 +41,10 @@ from hilltop.transfer.offers import DIRECTORY_MODE, DirectoryOffer, FileOffer
 from hilltop.transfer.zipwriter import Entry, ZipLayout
 
 CHUNK_SIZE = 16384
-"""Plaintext bytes per transit record, as the Python sender uses."""
+"""Bytes per chunk when a :class:`Source` is iterated (tests, simple library callers).
+
+Not the record size: the transit data paths read records of the negotiated size with
+:meth:`Source.readinto` (:mod:`hilltop.transfer.datapath`) and never use this."""
 
 
 class Source:
@@ -67,7 +70,7 @@ class Source:
             return self.offer.filesize
         return self.offer.zipsize
 
-    def read(self, n: int = CHUNK_SIZE) -> bytes:
+    def read(self, n: int) -> bytes:
         raise NotImplementedError
 
     def readinto(self, buffer: memoryview | bytearray) -> int:
@@ -100,7 +103,7 @@ class FileSource(Source):
         super().__init__(offer, path)
         self._file = fileobj
 
-    def read(self, n: int = CHUNK_SIZE) -> bytes:
+    def read(self, n: int) -> bytes:
         want = min(n, self.size - self.position)
         if want <= 0:
             return b""
@@ -152,7 +155,7 @@ class DirectorySource(Source):
         self._rest: bytes | memoryview = b""  # the unread tail of the current piece
         self._streaming: _Streamed | None = None  # the big file being read, if any
 
-    def read(self, n: int = CHUNK_SIZE) -> bytes:
+    def read(self, n: int) -> bytes:
         if n <= 0:
             return b""
         buffer = bytearray(min(n, max(self.size - self.position, 0)))

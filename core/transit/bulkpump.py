@@ -201,33 +201,64 @@ class Pump(Generic[T]):
             self._reactor.callFromThread(self._exited.callback, None)
 
 
+class BatchSealer:
+    """Reads ``source`` and seals what it yields into one reused buffer, a batch at a time.
+
+    The one seal loop of both sending paths: this module's thread (:func:`send_source`) and
+    the reactor pipeline's worker (:mod:`hilltop.transfer.datapath`). A batch holds as many
+    records as fit in ``batch_bytes`` of plaintext (at least one), so a v1 peer's small records
+    cost no more calls per byte than big ones. ``hasher`` (a hashlib object or None) sees
+    every plaintext byte in order.
+    """
+
+    def __init__(self, source: Any, sealer: records.RecordSealer, record_size: int,
+                 batch_bytes: int, hasher: Any | None) -> None:
+        self._source = source
+        self._sealer = sealer
+        self._record_size = record_size
+        self._plain = memoryview(bytearray(record_size))
+        per_batch = max(1, batch_bytes // record_size)
+        self._frames = memoryview(bytearray(per_batch * (records.OVERHEAD + record_size)))
+        self._hasher = hasher
+        self._ended = False
+
+    def next_batch(self) -> tuple[memoryview, int]:
+        """The next sealed records, as a view of the reused buffer (valid until the next
+        call), and the plaintext bytes in them; an empty view once the source is done."""
+        used = plain = 0
+        frames, buffer = self._frames, self._plain
+        while not self._ended and len(frames) - used >= records.OVERHEAD + self._record_size:
+            n = self._source.readinto(buffer)
+            if not n:
+                self._ended = True
+                break
+            chunk = buffer[:n]
+            if self._hasher is not None:
+                self._hasher.update(chunk)
+            used += len(self._sealer.seal_into(chunk, frames[used:]))
+            plain += n
+        return frames[:used], plain
+
+    def hexdigest(self) -> str | None:
+        """The SHA-256 (hex) of everything sealed, or None without a hasher."""
+        return None if self._hasher is None else self._hasher.hexdigest()
+
+
 def send_source(source: Any, sealer: records.RecordSealer, record_size: int,
                 hasher: Any | None) -> Callable[[Pump[str | None]], str | None]:
     """Work for a sender's :class:`Pump`: everything ``source`` yields, as sealed records.
     Returns the SHA-256 (hex) when ``hasher`` is given, else None."""
 
     def work(pump: Pump[str | None]) -> str | None:
-        plain_buffer = memoryview(bytearray(record_size))
-        per_batch = max(1, SEND_BATCH // record_size)
-        frames = memoryview(bytearray(per_batch * (records.OVERHEAD + record_size)))
-        finished = False
-        while not finished:
-            used = plain = 0
-            while len(frames) - used >= records.OVERHEAD + record_size:
-                n = source.readinto(plain_buffer)
-                if not n:
-                    finished = True
-                    break
-                chunk = plain_buffer[:n]
-                if hasher is not None:
-                    hasher.update(chunk)
-                used += len(sealer.seal_into(chunk, frames[used:]))
-                plain += n
-            if used:
-                pump.send_all(frames[:used])
-                pump.report(plain)
+        batches = BatchSealer(source, sealer, record_size, SEND_BATCH, hasher)
+        while True:
+            frames, plain = batches.next_batch()
+            if not plain:
+                break
+            pump.send_all(frames)
+            pump.report(plain)
         pump.report(0, final=True)
-        return None if hasher is None else hasher.hexdigest()
+        return batches.hexdigest()
 
     return work
 

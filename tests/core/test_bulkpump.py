@@ -20,7 +20,7 @@ from twisted.internet import defer, task
 
 from hilltop.errors import BadRecordError, ProtocolError, TransitError
 from hilltop.rendezvous import capabilities
-from hilltop.transfer import story
+from hilltop.transfer import datapath
 from hilltop.transfer.filesink import FileSink
 from hilltop.transfer.offers import FileOffer
 from hilltop.transfer.source import FileSource
@@ -123,7 +123,7 @@ async def _send_file(reactor, cs, path: Path, size: int, hashed: bool = True,
     f = open(path, "rb")  # noqa: SIM115 - closed by the finally below
     source = FileSource(FileOffer(path.name, size), str(path), f)
     try:
-        return await story._stream(reactor, cs, source, lambda _n: None,
+        return await datapath.send(reactor, cs, source, lambda _n: None,
                                           record_size, hashed)
     finally:
         f.close()
@@ -166,7 +166,7 @@ async def test_both_sides_pump_and_records_carry_on(tmp_path: Path, late: bool, 
         if not hashed:
             sink.skip_hash()
         moved: list[int] = []
-        await story._receive_bulk(reactor, cr, sink, len(data), moved.append,
+        await datapath.receive(reactor, cr, sink, len(data), moved.append,
                                          inline=False)
         sent = await sending
     finally:
@@ -189,7 +189,7 @@ async def test_sender_hanging_up_midway_is_reported_and_nothing_kept(tmp_path: P
     cs.send_record(b"x" * 1000)
     cs.close()
     with pytest.raises(TransitError, match="after 1000 of"):
-        await story._receive_bulk(reactor, cr, sink, size, lambda _n: None,
+        await datapath.receive(reactor, cr, sink, size, lambda _n: None,
                                          inline=False)
     sink.abort()
     assert os.listdir(tmp_path) == []
@@ -212,7 +212,7 @@ async def test_garbage_from_the_sender_is_refused(tmp_path: Path, garbage: str) 
     else:
         cs.stream.write(records.RecordSealer(b"k" * 32).seal(b"forged" * 100))
     with pytest.raises(ProtocolError, match="transit record"):
-        await story._receive_bulk(reactor, cr, sink, size, lambda _n: None,
+        await datapath.receive(reactor, cr, sink, size, lambda _n: None,
                                          inline=False)
     sink.abort()
     assert os.listdir(tmp_path) == []
@@ -236,10 +236,10 @@ async def test_receiver_hanging_up_stops_the_sending_thread() -> None:
     from twisted.internet import reactor
 
     s, r, cs, cr = await connected_pair(reactor)
-    sending = defer.ensureDeferred(story._stream(
+    sending = defer.ensureDeferred(datapath.send(
         reactor, cs, _EndlessSource(), lambda _n: None, records.BIG_RECORD_SIZE, False))
     await task.deferLater(reactor, 0.2, lambda: None)
-    cr.stream.abort()  # type: ignore[attr-defined]
+    cr.stream.transport.abortConnection()  # type: ignore[attr-defined]  # a hard hang-up
     with pytest.raises(TransitError):
         await sending
     assert not [t for t in threading.enumerate() if t.name == "hilltop-send"]
@@ -253,7 +253,7 @@ async def test_cancelling_the_send_stops_the_thread() -> None:
 
     s, r, cs, cr = await connected_pair(reactor)
     cr.pauseProducing()  # nobody reads: the thread blocks in send()
-    sending = defer.ensureDeferred(story._stream(
+    sending = defer.ensureDeferred(datapath.send(
         reactor, cs, _EndlessSource(), lambda _n: None, records.BIG_RECORD_SIZE, False))
     await task.deferLater(reactor, 0.3, lambda: None)
     sending.cancel()
@@ -284,7 +284,7 @@ async def test_streams_without_a_socket_keep_the_reactor_path(tmp_path: Path) ->
     sink = FileSink(str(tmp_path / "dst"), len(data))
     sent, _ = await defer.gatherResults([
         defer.ensureDeferred(_send_file(reactor, cs, tmp_path / "src", len(data))),
-        defer.ensureDeferred(story._receive_bulk(reactor, cr, sink, len(data),
+        defer.ensureDeferred(datapath.receive(reactor, cr, sink, len(data),
                                                         lambda _n: None, inline=False))])
     assert sink.finish() == sent
     assert (tmp_path / "dst").read_bytes() == data
@@ -325,7 +325,7 @@ async def test_a_sender_that_waits_to_be_read_before_its_last_bytes_is_not_kept_
     assert 10 * (len(record) + 44) < bulkpump.WAKE_AFTER
     assert sum(phases[1:]) * (len(record) + 44) <= bulkpump.FINAL_STRETCH
     sink = FileSink(str(tmp_path / "dst"), size)
-    receiving = defer.ensureDeferred(story._receive_bulk(
+    receiving = defer.ensureDeferred(datapath.receive(
         reactor, cr, sink, size, lambda _n: None, inline=False))
     for count in phases[:-1]:
         for _ in range(count):
@@ -434,7 +434,7 @@ async def test_the_threshold_is_raised_only_for_a_sender_on_this_machine(
     (tmp_path / "src").write_bytes(data)
     sending = defer.ensureDeferred(_send_file(reactor, cs, tmp_path / "src", len(data)))
     sink = _WatchingSink(str(tmp_path / "dst"), len(data), cr)
-    await story._receive_bulk(reactor, cr, sink, len(data), lambda _n: None,
+    await datapath.receive(reactor, cr, sink, len(data), lambda _n: None,
                                      inline=False)
     await sending
     sink.finish()
@@ -465,7 +465,7 @@ async def test_progress_moves_on_a_slow_link(tmp_path: Path) -> None:
     size = 12 * 5000
     sink = FileSink(str(tmp_path / "dst"), size)
     moved: list[int] = []
-    receiving = defer.ensureDeferred(story._receive_bulk(
+    receiving = defer.ensureDeferred(datapath.receive(
         reactor, cr, sink, size, moved.append, inline=False))
     for _ in range(12):
         cs.send_record(b"z" * 5000)

@@ -184,3 +184,36 @@ def test_complete_matches_official_rule() -> None:
     for prefix, column in [("", 0), ("a-", 1), ("a-b-", 0), ("a-b-c-", 1)]:
         got = complete(f"5-{prefix}", [], 9)
         assert {c.rsplit("-", 2)[-2] for c in got} == set(wordlist.words_for_position(column))
+
+
+# --- one nameplate rule for every place that takes one -----------------------------------------
+NOT_NAMEPLATES = ["", "4a", "7-x", "١٢", "²", " 7", "1" * 41]
+
+
+@pytest.mark.parametrize("bad", NOT_NAMEPLATES)
+def test_every_nameplate_check_refuses_the_same(bad: str) -> None:
+    from hilltop.lan import wire
+    from hilltop.rendezvous import codes
+    from hilltop.rendezvous.mailbox import Mailbox
+
+    assert not codes.is_nameplate(bad)
+    with pytest.raises(CodeFormatError, match="a nameplate is 1-40 digits"):
+        codes.check_nameplate(bad)
+    with pytest.raises(CodeFormatError):
+        Mailbox("appid", "side", lambda n: bytes(n)).claim_nameplate(bad)
+    with pytest.raises(CodeFormatError):
+        wire.mailbox_service_name(bad)
+    assert wire.nameplate_of(f"nameplate-{bad}._wormhole._tcp.local.") is None
+
+
+@pytest.mark.parametrize("good", ["0", "7", "1" * 40])
+def test_every_nameplate_check_accepts_the_same(good: str) -> None:
+    from hilltop.lan import wire
+    from hilltop.rendezvous import codes
+    from hilltop.rendezvous.mailbox import Mailbox
+
+    assert codes.check_nameplate(good) == good
+    mailbox = Mailbox("appid", "side", lambda n: bytes(n))
+    mailbox.claim_nameplate(good)
+    assert mailbox.nameplate == good
+    assert wire.nameplate_of(wire.mailbox_service_name(good)) == good

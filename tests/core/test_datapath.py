@@ -7,6 +7,7 @@ transfers do (several reads per frame, frames per read, pauses, the last short r
 from __future__ import annotations
 
 import errno
+import gc
 import hashlib
 import json
 import os
@@ -21,7 +22,7 @@ from twisted.internet import defer
 from hilltop.errors import LocalError, TransferError
 from hilltop.hints import parse_hints
 from hilltop.rendezvous import capabilities
-from hilltop.transfer import filesink, story
+from hilltop.transfer import datapath, filesink, story
 from hilltop.transfer.filesink import FileSink
 from hilltop.transfer.offers import FileOffer
 from hilltop.transfer.source import FileSource
@@ -149,17 +150,72 @@ async def test_file_crosses_intact(tmp_path: Path, record_size: int, hashed: boo
     with open(tmp_path / "src", "rb") as f:
         source = FileSource(FileOffer("src", len(data)), str(tmp_path / "src"), f)
         sent, _ = await defer.gatherResults([
-            defer.ensureDeferred(story._stream(reactor, cs, source, moved.append,
-                                                      record_size, hashed)),
+            defer.ensureDeferred(datapath.send(reactor, cs, source, moved.append,
+                                               record_size, hashed)),
             defer.ensureDeferred(
-                story._RecordSink(reactor, cr, sink, len(data), lambda _n: None,
-                                         inline=inline).run()),
+                datapath._RecordSink(reactor, cr, sink, len(data), lambda _n: None,
+                                     inline=inline).run()),
         ])
     digest = sink.finish()
     expected = hashlib.sha256(data).hexdigest() if hashed else None
     assert sent == digest == expected
     assert (tmp_path / "dst").read_bytes() == data
     assert sum(moved) == len(data)
+    await records_carry_on_then_close(s, r, cs, cr)
+
+
+# --- the collector is calmed for the transfer only -----------------------------------------------
+def test_calm_gc_gives_the_collector_back() -> None:
+    assert gc.get_freeze_count() == 0
+    with datapath.calm_gc():
+        assert gc.get_freeze_count() > 0
+        with datapath.calm_gc():  # a second transfer in the same process
+            pass
+        assert gc.get_freeze_count() > 0  # the first one is still running
+    assert gc.get_freeze_count() == 0
+
+
+def test_calm_gc_leaves_a_hosts_own_freeze_alone() -> None:
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with datapath.calm_gc():
+            pass
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+
+
+def test_calm_gc_gives_back_after_a_failure() -> None:
+    with pytest.raises(ValueError), datapath.calm_gc():
+        raise ValueError("the transfer broke")
+    assert gc.get_freeze_count() == 0
+
+
+@pytest.mark.parametrize("reactor_path", [False, True])
+@pytest_twisted.ensureDeferred
+async def test_a_transfer_leaves_nothing_frozen(tmp_path: Path, reactor_path: bool) -> None:
+    from twisted.internet import reactor
+
+    data = os.urandom(records.BIG_RECORD_SIZE + 7)
+    (tmp_path / "src").write_bytes(data)
+    s, r, cs, cr = await connected_pair(reactor)
+    if reactor_path:
+        cs.stream.lend_socket = lambda: defer.succeed(None)
+        cr.stream.lend_socket = lambda: defer.succeed(None)
+    sink = FileSink(str(tmp_path / "dst"), len(data))
+    frozen_midway: list[int] = []
+    with open(tmp_path / "src", "rb") as f:
+        source = FileSource(FileOffer("src", len(data)), str(tmp_path / "src"), f)
+        await defer.gatherResults([
+            defer.ensureDeferred(datapath.send(
+                reactor, cs, source, lambda _n: frozen_midway.append(gc.get_freeze_count()),
+                records.BIG_RECORD_SIZE)),
+            defer.ensureDeferred(datapath.receive(reactor, cr, sink, len(data),
+                                                  lambda _n: None, inline=False))])
+    sink.finish()
+    assert frozen_midway and all(frozen_midway)  # calmed while the bytes moved...
+    assert gc.get_freeze_count() == 0  # ...and given back after
     await records_carry_on_then_close(s, r, cs, cr)
 
 
@@ -186,8 +242,8 @@ async def test_sender_closing_midway_is_reported(tmp_path: Path, inline: bool) -
     cs.send_record(b"x" * 1000)
     cs.close()
     with pytest.raises(Exception, match="after 1000 of"):
-        await story._RecordSink(reactor, cr, sink, 10 * records.BIG_RECORD_SIZE,
-                                       lambda _n: None, inline=inline).run()
+        await datapath._RecordSink(reactor, cr, sink, 10 * records.BIG_RECORD_SIZE,
+                                   lambda _n: None, inline=inline).run()
     sink.abort()
     assert os.listdir(tmp_path) == []
     await s.stop()

@@ -17,9 +17,9 @@ import pytest
 from fresh_interpreter import run_fresh
 from zipstream.ng import ZipStream, walk
 
-from hilltop.errors import DiskFullError, ProtocolError, RejectedError
+from hilltop.errors import DiskFullError, LocalError, ProtocolError, RejectedError
 from hilltop.transfer import filesink, foldersink
-from hilltop.transfer.filesink import FileSink
+from hilltop.transfer.filesink import SINK_MOVES, FileSink, SinkState, StreamSink
 from hilltop.transfer.foldersink import DirectorySink
 from hilltop.transfer.offers import DirectoryOffer
 from hilltop.transfer.source import open_source
@@ -130,6 +130,60 @@ def test_more_bytes_than_offered(box: Path) -> None:
     assert os.listdir(box) == []
     with pytest.raises(Exception, match="already aborted"):
         sink.write(b"x")
+
+
+# --- the lifecycle: a state table ------------------------------------------------------------
+
+
+def test_sink_transition_table() -> None:
+    S = SinkState
+    assert SINK_MOVES == {
+        (S.OPEN, "write"): S.OPEN, (S.OPEN, "finish"): S.FINISHED, (S.OPEN, "abort"): S.ABORTED,
+        (S.ABORTED, "abort"): S.ABORTED, (S.FINISHED, "abort"): S.FINISHED}
+
+
+@pytest.mark.parametrize(("ending", "state"), [("finish", SinkState.FINISHED),
+                                               ("abort", SinkState.ABORTED)])
+@pytest.mark.parametrize("late", ["write", "finish"])
+def test_nothing_but_abort_after_the_end(box: Path, ending: str, state: SinkState,
+                                         late: str) -> None:
+    sink = FileSink(str(box / "f"), 1)
+    assert sink.state is SinkState.OPEN
+    sink.write(b"x")
+    getattr(sink, ending)()
+    assert sink.state is state
+    with pytest.raises(LocalError, match=f"internal error: cannot {late} .*already "
+                                         f"{state.name.lower()}"):
+        sink.write(b"y") if late == "write" else sink.finish()
+    sink.abort()  # always allowed, and changes nothing now
+    assert sink.state is state
+    assert os.listdir(box) == (["f"] if state is SinkState.FINISHED else [])
+
+
+def test_a_failed_finish_aborts(box: Path) -> None:
+    sink = FileSink(str(box / "f"), 2)
+    sink.write(b"x")
+    with pytest.raises(ProtocolError):
+        sink.finish()
+    assert sink.state is SinkState.ABORTED
+
+
+def test_stream_sink_shares_the_lifecycle() -> None:
+    out = io.BytesIO()
+    sink = StreamSink(out, 3)
+    sink.write(b"abc")
+    assert sink.finish() == hashlib.sha256(b"abc").hexdigest()
+    assert out.getvalue() == b"abc" and sink.state is SinkState.FINISHED
+    with pytest.raises(LocalError, match="already finished"):
+        sink.write(b"d")
+    short = StreamSink(io.BytesIO(), 3)
+    short.write(b"ab")
+    with pytest.raises(ProtocolError, match="got 2 of 3 bytes"):
+        short.finish()
+    assert short.state is SinkState.ABORTED
+    over = StreamSink(io.BytesIO(), 1)
+    with pytest.raises(ProtocolError, match="more than the 1 bytes"):
+        over.write(b"ab")
 
 
 def test_fewer_bytes_than_offered(box: Path) -> None:

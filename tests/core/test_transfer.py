@@ -1,4 +1,5 @@
-"""hilltop.transfer.offers: v1 app messages on the wire, and where received data may land."""
+"""hilltop.transfer.offers (v1 app messages on the wire) and hilltop.transfer.targets (where
+received data may land)."""
 
 from __future__ import annotations
 
@@ -19,9 +20,11 @@ from hilltop.transfer.offers import (
     TextOffer,
     TransitMsg,
     UnknownMessage,
+    parse_app_message,
+)
+from hilltop.transfer.targets import (
     check_free_space,
     free_space,
-    parse_app_message,
     safe_name,
     space_needed,
     target_path,
