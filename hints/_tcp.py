@@ -7,6 +7,7 @@ we actually dial with are checked.
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
@@ -78,3 +79,16 @@ class EndpointHint:
         """
         obj = require_dict(obj)
         return cls(hostname(obj), port(obj), priority(obj))
+
+
+def usable_address(text: str) -> bool:
+    """An address worth advertising to a peer: one it can reach without knowing our interface.
+
+    Loopback, multicast and unspecified addresses lead nowhere for a peer, and a link-local
+    one needs a scope id the peer cannot know. The one rule for the ``direct-tcp`` hints and
+    the LAN announcements (a ``%scope`` suffix is ignored)."""
+    try:
+        ip = ipaddress.ip_address(text.split("%")[0])
+    except ValueError:
+        return False
+    return not (ip.is_loopback or ip.is_link_local or ip.is_multicast or ip.is_unspecified)

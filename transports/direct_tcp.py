@@ -15,8 +15,8 @@ from twisted.internet import defer
 from twisted.internet.error import CannotListenError
 
 from hilltop.hints import direct_tcp_v1
+from hilltop.hints._tcp import usable_address
 from hilltop.hookspecs import TransitSession, TransportInfo, hookimpl
-from hilltop.lan.wire import usable_address
 from hilltop.streams import InboundFactory, dial_tcp
 
 log = logging.getLogger(__name__)

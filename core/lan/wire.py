@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from hilltop.errors import ProtocolError
+from hilltop.hints._tcp import usable_address
 from hilltop.rendezvous import codes, key
 
 SERVICE_TYPE = "_wormhole._tcp.local."
@@ -142,19 +143,6 @@ def parse_mailbox_txt(properties: Mapping[bytes | str, bytes | str | None],
 
 
 # --- addresses and URLs -----------------------------------------------------------------------
-def usable_address(text: str) -> bool:
-    """An address worth advertising to a peer: one it can reach without knowing our interface.
-
-    Loopback, multicast and unspecified addresses lead nowhere for a peer, and a link-local
-    one needs a scope id the peer cannot know. The one rule for the ``direct-tcp`` hints and
-    the LAN announcements (a ``%scope`` suffix is ignored)."""
-    try:
-        ip = ipaddress.ip_address(text.split("%")[0])
-    except ValueError:
-        return False
-    return not (ip.is_loopback or ip.is_link_local or ip.is_multicast or ip.is_unspecified)
-
-
 def order_addresses(addresses: Iterable[str]) -> list[str]:
     """Usable addresses, de-duplicated, IPv4 first (the most likely to be routed on a LAN)."""
     seen: list[str] = []
