@@ -18,7 +18,7 @@ from hilltop.rendezvous.capabilities import (
     advertisement,
     from_app_versions,
 )
-from hilltop.transit.handshake import transit_purpose_key
+from hilltop.rendezvous.key import derive_key
 from hilltop.transit.records import (
     AES256GCM,
     BIG_RECORD_SIZE,
@@ -232,8 +232,8 @@ def test_record_cipher_needs_both_sides() -> None:
 
 def test_aes_keys_are_not_the_secretbox_keys() -> None:
     aes_send, aes_receive = record_keys(TK, "sender", AES256GCM)
-    assert aes_send == transit_purpose_key(TK, b"hilltop/aes256gcm/transit_record_sender_key")
-    assert aes_receive == transit_purpose_key(TK, b"hilltop/aes256gcm/transit_record_receiver_key")
+    assert aes_send == derive_key(TK, b"hilltop/aes256gcm/transit_record_sender_key")
+    assert aes_receive == derive_key(TK, b"hilltop/aes256gcm/transit_record_receiver_key")
     assert {aes_send, aes_receive}.isdisjoint({SENDER_KEY, RECEIVER_KEY})
     assert record_keys(TK, "receiver", AES256GCM) == (aes_receive, aes_send)
 
