@@ -33,7 +33,8 @@ if TYPE_CHECKING:  # the transit machinery is imported when a transfer starts, n
     from hilltop.transfer.filesink import FileSink, StreamSink
     from hilltop.transfer.foldersink import DirectorySink
     from hilltop.transfer.source import Source
-    from hilltop.transit.runner import TransitConnection, TransitRunner
+    from hilltop.transit.connection import TransitConnection
+    from hilltop.transit.runner import TransitRunner
 
 Progress = Callable[[int], None]
 """Called with the number of bytes just moved."""
@@ -48,10 +49,8 @@ def transit_key(w: Wormhole) -> bytes:
     return w.derive_key(w.appid + "/transit-key")
 
 
-def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions,
-                record_cipher: records.Cipher = records.SECRETBOX) -> TransitRunner:
-    """The transit runner for this peer: our transports and settings, and the record cipher
-    both sides agreed on (:func:`_negotiate`)."""
+def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions) -> TransitRunner:
+    """The transit runner for this peer: our transports and settings."""
     from hilltop.hints import parse_transit_helper
     from hilltop.transit.plugins import load_configured
     from hilltop.transit.runner import TransitRunner
@@ -77,7 +76,6 @@ def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions,
         tor=options.tor,
         local_addresses=options.local_addresses,
         options=extra,
-        record_cipher=record_cipher,
     )
 
 
@@ -86,6 +84,16 @@ def parse_peer_hints(runner: TransitRunner, msg: offers.TransitMsg) -> list[Any]
     from hilltop.hints import parse_hints
 
     return parse_hints(list(msg.hints), runner.transports.hint_types())
+
+
+async def connect_transit(runner: TransitRunner, peer: offers.TransitMsg,
+                          cipher: records.Cipher) -> TransitConnection:
+    """Race the peer's hints, then speak records over the winner with the cipher both sides
+    agreed on (:func:`_negotiate`)."""
+    from hilltop.transit.connection import TransitConnection
+
+    won = await runner.connect(parse_peer_hints(runner, peer))
+    return TransitConnection(won, runner.role, runner.transit_key, cipher)
 
 
 def transit_message(runner: TransitRunner, hints: Sequence[Any]) -> bytes:
@@ -114,13 +122,13 @@ async def send_source(
     to skip it (:data:`capabilities.UNHASHED_ACK`: the records already authenticate it all).
     """
     plan = await _negotiate(w)
-    runner = make_runner(reactor, w, "sender", options, plan.cipher)
+    runner = make_runner(reactor, w, "sender", options)
     try:
         hints = await runner.our_hints()
         w.send_message(transit_message(runner, hints))
         w.send_message(source.offer.to_wire())
         peer_transit = await _await_answer(w)
-        conn = await runner.connect(parse_peer_hints(runner, peer_transit))
+        conn = await connect_transit(runner, peer_transit, plan.cipher)
         try:
             on_connected(conn.description)
             digest = await _stream(reactor, conn, source, progress, plan.record_size,
@@ -429,7 +437,7 @@ async def receive_into(
     runner: TransitRunner | None = None
     try:
         plan = await _negotiate(w)
-        runner = make_runner(reactor, w, "receiver", options, plan.cipher)
+        runner = make_runner(reactor, w, "receiver", options)
         if not plan.hashed:
             sink.skip_hash()
         v1_sender = plan.record_size < records.BIG_RECORD_SIZE
@@ -438,7 +446,7 @@ async def receive_into(
         hints = await runner.our_hints()
         w.send_message(transit_message(runner, hints))
         w.send_message(offers.Answer(offers.FILE_ACK).to_wire())
-        conn = await runner.connect(parse_peer_hints(runner, peer_transit))
+        conn = await connect_transit(runner, peer_transit, plan.cipher)
         try:
             on_connected(conn.description)
             await _receive_bulk(reactor, conn, sink, size, progress, inline=v1_sender)

@@ -180,13 +180,6 @@ class RecordSealer:
         return memoryview(buffer)[: OVERHEAD + n]
 
 
-class RecordEncoder(RecordSealer):
-    """Turns plaintexts into framed records, counting nonces from 0."""
-
-    def encode(self, plaintext: bytes) -> bytes:
-        return self.seal(plaintext)
-
-
 class RecordOpener:
     """Opens frames (``nonce || tag || ciphertext``, no length) in order, checking each nonce.
 
