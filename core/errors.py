@@ -57,6 +57,11 @@ class TransitError(RemoteError):
     """No transit connection could be made, or the one we had failed."""
 
 
+class DialError(TransitError):
+    """No transport could even start dialling a hint: each one that claims its type declined,
+    raised or hung. The race counts it as that attempt's failure, like a refused connection."""
+
+
 class BadRecordError(ProtocolError):
     """A transit record failed to decrypt or carried an unexpected nonce."""
 

@@ -30,7 +30,7 @@ from twisted.internet import defer
 
 from hilltop import hookspecs
 from hilltop.config import config_path, read_table
-from hilltop.errors import LocalError
+from hilltop.errors import DialError, LocalError
 from hilltop.hookspecs import API_VERSION, TransitSession, TransportInfo
 from hilltop.streams import ByteStream
 
@@ -204,15 +204,6 @@ class Transports:
                 self.loaded.remove(t)
         return self
 
-    def refresh_info(self) -> None:
-        """Ask every plugin for its info again (usability can change, e.g. Tor started)."""
-        fresh = []
-        for t in self.loaded:
-            info = self._info_of(t.plugin)
-            fresh.append(LoadedTransport(t.name, t.plugin, info, t.builtin) if isinstance(
-                info, TransportInfo) and _valid_info(info) else t)
-        self.loaded = fresh
-
     # -- what is usable --------------------------------------------------------------------------
     def active(self) -> list[LoadedTransport]:
         """Transports that are usable and have not failed during this session."""
@@ -384,10 +375,6 @@ class Transports:
                 stream.close()
             await self.stop_all(session, reactor, timeouts.stop)
         return seen
-
-
-class DialError(Exception):
-    """No transport could even start dialling a hint."""
 
 
 def _valid_info(info: TransportInfo) -> bool:
