@@ -93,7 +93,7 @@ class _Attempt:
 
 
 class TransitRunner:
-    """One transit session: our hints, the race over the peer's hints, the winning connection."""
+    """One transit session: our hints, the race over the peer's hints, the winning stream."""
 
     def __init__(
         self,
