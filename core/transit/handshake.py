@@ -123,7 +123,7 @@ class Failed:
 HandshakeEvent = Ready | Go | Nevermind | Failed
 
 
-def _preview(data: bytes) -> str:
+def _preview(data: bytes | bytearray) -> str:
     text = bytes(data[:40])
     return repr(text) + ("..." if len(data) > 40 else "")
 

@@ -183,7 +183,12 @@ class TransitRunner:
         if self._stopping is None:
             self._stopping = defer.ensureDeferred(self._stop_transports())
         d: defer.Deferred[None] = defer.Deferred()
-        self._stopping.addBoth(lambda r: (d.callback(None), r)[1])
+
+        def stopped(result: object) -> object:
+            d.callback(None)
+            return result  # the shared Deferred keeps its own result for later callers
+
+        self._stopping.addBoth(stopped)
         return d
 
     # -- starting --------------------------------------------------------------------------------
