@@ -57,6 +57,11 @@ class TransitError(RemoteError):
     """No transit connection could be made, or the one we had failed."""
 
 
+class DialError(TransitError):
+    """No transport could even start dialling a hint: each one that claims its type declined,
+    raised or hung. The race counts it as that attempt's failure, like a refused connection."""
+
+
 class BadRecordError(ProtocolError):
     """A transit record failed to decrypt or carried an unexpected nonce."""
 
@@ -87,3 +92,16 @@ class UnsendableError(LocalError):
 
 class DiskFullError(LocalError):
     """The disk filled up while we were writing a received transfer (partial data was removed)."""
+
+
+class IllegalTransition(RuntimeError):
+    """A state machine was asked for a move its transition table does not have.
+
+    Deliberately not a :class:`HilltopError`: it is a bug in hilltop, not a person's mistake or
+    a peer's, so the CLI must report it as one (with the traceback) instead of a plain line.
+    """
+
+    def __init__(self, state: object, event: str) -> None:
+        super().__init__(f"illegal transition: {event!r} in {state}")
+        self.state = state
+        self.event = event

@@ -41,6 +41,11 @@ API_VERSION = 1
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
+Role = Literal["sender", "receiver"]
+"""Our side of the file transfer. Defined once, here, because the plugin contract already
+speaks of it (:attr:`TransitSession.role`) and the pure transit engines may import this
+module without pulling in any I/O."""
+
 
 @dataclass(frozen=True)
 class TransportInfo:
@@ -89,7 +94,7 @@ class TransitSession:
     """
 
     reactor: Any
-    role: Literal["sender", "receiver"]
+    role: Role
     no_listen: bool = False
     tor: bool = False
     transit_helpers: Sequence[RelayHint] = ()

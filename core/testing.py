@@ -52,9 +52,10 @@ from hilltop.errors import TransitError
 from hilltop.hints import parse_hints
 from hilltop.hookspecs import TransitSession, TransportInfo
 from hilltop.streams import ByteStream
+from hilltop.transit.connection import TransitConnection
 from hilltop.transit.plugins import HookTimeouts, Transports, check_hints, load_transports
 from hilltop.transit.race import RaceConfig
-from hilltop.transit.runner import TransitConnection, TransitRunner
+from hilltop.transit.runner import TransitRunner
 
 TK = bytes(range(32))
 """The transit key both runners use (any 32 bytes do)."""
@@ -138,12 +139,14 @@ def through_json(runner: TransitRunner, hints: list[Any]) -> list[Any]:
 
 
 async def pair(s: TransitRunner, r: TransitRunner) -> tuple[TransitConnection, TransitConnection]:
-    """Start both runners, swap hints through JSON, race; returns (sender, receiver) ends."""
+    """Start both runners, swap hints through JSON, race; returns (sender, receiver) ends,
+    each a record connection over the stream that won."""
     s_hints, r_hints = await s.our_hints(), await r.our_hints()
     assert s_hints or r_hints, "neither side contributed a hint, so nobody can dial"
-    cs, cr = await defer.gatherResults([s.connect(through_json(s, r_hints)),
+    ws, wr = await defer.gatherResults([s.connect(through_json(s, r_hints)),
                                         r.connect(through_json(r, s_hints))])
-    return cs, cr
+    return (TransitConnection(ws, s.role, s.transit_key),
+            TransitConnection(wr, r.role, r.transit_key))
 
 
 async def exchange(cs: TransitConnection, cr: TransitConnection) -> None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Any
 
+from hilltop._transitions import move as _move
 from hilltop.errors import (
     CodeFormatError,
     HilltopError,
@@ -157,13 +158,6 @@ PLATE_MOVES: dict[tuple[Plate, str], Plate] = {
     (Plate.CLAIMED, "release"): Plate.RELEASING,
     (Plate.RELEASING, "released"): Plate.RELEASED,
 }
-
-
-def _move(table: dict[tuple[Any, str], Any], state: Any, event: str) -> Any:
-    try:
-        return table[(state, event)]
-    except KeyError:
-        raise RuntimeError(f"illegal transition: {event!r} in {state}") from None
 
 
 # --- the engine -------------------------------------------------------------------------------

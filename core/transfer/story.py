@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # the transit machinery is imported when a transfer starts, n
     from hilltop.transfer.filesink import FileSink, Sink
     from hilltop.transfer.foldersink import DirectorySink
     from hilltop.transfer.source import Source
+    from hilltop.transit.connection import TransitConnection
     from hilltop.transit.runner import TransitRunner
 
 
@@ -41,10 +42,8 @@ def transit_key(w: Wormhole) -> bytes:
     return w.derive_key(w.appid + "/transit-key")
 
 
-def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions,
-                record_cipher: records.Cipher = records.SECRETBOX) -> TransitRunner:
-    """The transit runner for this peer: our transports and settings, and the record cipher
-    both sides agreed on (:func:`_negotiate`)."""
+def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions) -> TransitRunner:
+    """The transit runner for this peer: our transports and settings."""
     from hilltop.hints import parse_transit_helper
     from hilltop.lan.settings import LanSettings, LanTags
     from hilltop.transit.plugins import load_configured
@@ -72,7 +71,6 @@ def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions,
         local_addresses=options.local_addresses,
         settings=settings,
         options=dict(options.plugin_options),
-        record_cipher=record_cipher,
     )
 
 
@@ -81,6 +79,16 @@ def parse_peer_hints(runner: TransitRunner, msg: offers.TransitMsg) -> list[Any]
     from hilltop.hints import parse_hints
 
     return parse_hints(list(msg.hints), runner.transports.hint_types())
+
+
+async def connect_transit(runner: TransitRunner, peer: offers.TransitMsg,
+                          cipher: records.Cipher) -> TransitConnection:
+    """Race the peer's hints, then speak records over the winner with the cipher both sides
+    agreed on (:func:`_negotiate`)."""
+    from hilltop.transit.connection import TransitConnection
+
+    won = await runner.connect(parse_peer_hints(runner, peer))
+    return TransitConnection(won, runner.role, runner.transit_key, cipher)
 
 
 def transit_message(runner: TransitRunner, hints: Sequence[Any]) -> bytes:
@@ -109,13 +117,13 @@ async def send_source(
     to skip it (:data:`capabilities.UNHASHED_ACK`: the records already authenticate it all).
     """
     plan = await _negotiate(w)
-    runner = make_runner(reactor, w, "sender", options, plan.cipher)
+    runner = make_runner(reactor, w, "sender", options)
     try:
         hints = await runner.our_hints()
         w.send_message(transit_message(runner, hints))
         w.send_message(source.offer.to_wire())
         peer_transit = await _await_answer(w)
-        conn = await runner.connect(parse_peer_hints(runner, peer_transit))
+        conn = await connect_transit(runner, peer_transit, plan.cipher)
         try:
             on_connected(conn.description)
             digest = await datapath.send(reactor, conn, source, progress, plan.record_size,
@@ -241,7 +249,7 @@ async def receive_into(
     runner: TransitRunner | None = None
     try:
         plan = await _negotiate(w)
-        runner = make_runner(reactor, w, "receiver", options, plan.cipher)
+        runner = make_runner(reactor, w, "receiver", options)
         if not plan.hashed:
             sink.skip_hash()
         v1_sender = plan.record_size < records.BIG_RECORD_SIZE
@@ -250,7 +258,7 @@ async def receive_into(
         hints = await runner.our_hints()
         w.send_message(transit_message(runner, hints))
         w.send_message(offers.Answer(offers.FILE_ACK).to_wire())
-        conn = await runner.connect(parse_peer_hints(runner, peer_transit))
+        conn = await connect_transit(runner, peer_transit, plan.cipher)
         try:
             on_connected(conn.description)
             await datapath.receive(reactor, conn, sink, size, progress, inline=v1_sender)

@@ -22,12 +22,15 @@ finish first. Every sender writes its line unprompted, so the wait cannot deadlo
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 from dataclasses import dataclass
-from typing import Literal
+from enum import Enum, auto
+from typing import TYPE_CHECKING
 
-Role = Literal["sender", "receiver"]
+from hilltop._transitions import move
+from hilltop.rendezvous.key import derive_key
+
+if TYPE_CHECKING:
+    from hilltop.hookspecs import Role
 
 GO = b"go\n"
 NEVERMIND = b"nevermind\n"
@@ -37,24 +40,8 @@ RELAY_OK = b"ok\n"
 _MAX_EARLY_BYTES = 1 << 20
 
 
-def _hkdf(key: bytes, length: int, info: bytes) -> bytes:
-    # Temporary private RFC 5869 HKDF-SHA256 (no salt) until hilltop.rendezvous.key lands.
-    prk = hmac.new(b"\0" * 32, key, hashlib.sha256).digest()
-    out, block, counter = b"", b"", 1
-    while len(out) < length:
-        block = hmac.new(prk, block + info + bytes([counter]), hashlib.sha256).digest()
-        out += block
-        counter += 1
-    return out[:length]
-
-
-def transit_purpose_key(transit_key: bytes, purpose: bytes) -> bytes:
-    """32 bytes derived from the transit key for one purpose (handshake tokens, record keys)."""
-    return _hkdf(transit_key, 32, purpose)
-
-
 def _hex_purpose(transit_key: bytes, purpose: bytes) -> str:
-    return transit_purpose_key(transit_key, purpose).hex()
+    return derive_key(transit_key, purpose).hex()
 
 
 def sender_handshake(transit_key: bytes) -> bytes:
@@ -77,6 +64,38 @@ def relay_handshake(transit_key: bytes, side16: str) -> bytes:
         raise ValueError(f"relay side must be 16 lowercase hex chars, got {side16!r}")
     token = _hex_purpose(transit_key, b"transit_relay_token")
     return f"please relay {token} for side {side16}\n".encode()
+
+
+class ShakeState(Enum):
+    RELAY = auto()  # our relay line is out, waiting for ok
+    PEER = auto()  # waiting for the peer's line
+    READY = auto()  # sender: the peer checked out, the race decides go or nevermind
+    WAIT_GO = auto()  # receiver: waiting for the sender's go or nevermind
+    DONE = auto()  # go said or heard: the bytes from here on are records
+    CLOSED = auto()  # nevermind said or heard: the caller closes the connection
+    FAILED = auto()
+
+
+_UNFINISHED = (ShakeState.RELAY, ShakeState.PEER, ShakeState.READY, ShakeState.WAIT_GO)
+_COMMON_MOVES: dict[tuple[ShakeState, str], ShakeState] = {
+    (ShakeState.RELAY, "relay ok"): ShakeState.PEER,
+    **{(s, "fail"): ShakeState.FAILED for s in _UNFINISHED},
+}
+HANDSHAKE_MOVES: dict[Role, dict[tuple[ShakeState, str], ShakeState]] = {
+    "sender": {
+        **_COMMON_MOVES,
+        (ShakeState.PEER, "peer line"): ShakeState.READY,
+        (ShakeState.READY, "send go"): ShakeState.DONE,
+        (ShakeState.READY, "send nevermind"): ShakeState.CLOSED,
+    },
+    "receiver": {
+        **_COMMON_MOVES,
+        (ShakeState.PEER, "peer line"): ShakeState.WAIT_GO,
+        (ShakeState.WAIT_GO, "got go"): ShakeState.DONE,
+        (ShakeState.WAIT_GO, "got nevermind"): ShakeState.CLOSED,
+    },
+}
+"""Every legal move of a handshake, per role; the sender alone decides go or nevermind."""
 
 
 @dataclass(frozen=True)
@@ -104,7 +123,7 @@ class Failed:
 HandshakeEvent = Ready | Go | Nevermind | Failed
 
 
-def _preview(data: bytes) -> str:
+def _preview(data: bytes | bytearray) -> str:
     text = bytes(data[:40])
     return repr(text) + ("..." if len(data) > 40 else "")
 
@@ -112,15 +131,16 @@ def _preview(data: bytes) -> str:
 class Handshake:
     """The handshake of one transit connection, from first byte to go/nevermind.
 
-    States: ``relay`` (waiting for ``ok\\n``) -> ``peer`` (waiting for the peer's line) ->
-    sender: ``ready`` (waiting for the race) -> ``done`` | ``closed``;
-    receiver: ``wait_go`` -> ``done`` | ``closed``. Any failure moves to ``failed``.
+    Its states and moves are :class:`ShakeState` and :data:`HANDSHAKE_MOVES`: ``RELAY``
+    (waiting for ``ok\\n``) -> ``PEER`` (waiting for the peer's line) -> the sender's ``READY``
+    or the receiver's ``WAIT_GO`` -> ``DONE`` | ``CLOSED``; any failure moves to ``FAILED``.
     """
 
     def __init__(self, role: Role, transit_key: bytes, relay_side16: str | None = None) -> None:
         if role not in ("sender", "receiver"):
             raise ValueError(f"role must be 'sender' or 'receiver', got {role!r}")
         self.role: Role = role
+        self._moves = HANDSHAKE_MOVES[role]
         self.via_relay = relay_side16 is not None
         if role == "sender":
             self._own_line, self._peer_line = (
@@ -133,10 +153,10 @@ class Handshake:
         self._events: list[HandshakeEvent] = []
         self.leftover = b""
         if relay_side16 is not None:
-            self.state = "relay"
+            self.state = ShakeState.RELAY
             self._out += relay_handshake(transit_key, relay_side16)
         else:
-            self.state = "peer"
+            self.state = ShakeState.PEER
             self._out += self._own_line
 
     # -- outputs -------------------------------------------------------------------------------
@@ -153,14 +173,14 @@ class Handshake:
     @property
     def finished(self) -> bool:
         """True once the connection is either handed to records or must be closed."""
-        return self.state in ("done", "closed", "failed")
+        return self.state not in _UNFINISHED
 
     # -- inputs --------------------------------------------------------------------------------
     def receive_data(self, data: bytes) -> None:
         """Feed bytes read from the connection."""
-        if self.state in ("closed", "failed"):
+        if self.state in (ShakeState.CLOSED, ShakeState.FAILED):
             return
-        if self.state == "done":
+        if self.state is ShakeState.DONE:
             self.leftover += data
             return
         self._in += data
@@ -169,32 +189,27 @@ class Handshake:
     def connection_lost(self, why: str = "connection closed") -> None:
         """The connection ended before the handshake finished (EOF is an ordinary input)."""
         if not self.finished:
-            self._fail(f"{why} during transit handshake ({self.state})")
+            self._fail(f"{why} during transit handshake ({self.state.name.lower()})")
 
     def send_go(self) -> None:
         """Sender only: choose this connection. Bytes already read become ``leftover``."""
-        self._require_ready("send_go")
+        self._move("send go")
         self._out += GO
-        self.state = "done"
         self.leftover = bytes(self._in)
         self._in.clear()
 
     def send_nevermind(self) -> None:
         """Sender only: another connection won; tell the peer, then the caller closes."""
-        self._require_ready("send_nevermind")
+        self._move("send nevermind")
         self._out += NEVERMIND
-        self.state = "closed"
         self._in.clear()
 
     # -- internals -----------------------------------------------------------------------------
-    def _require_ready(self, what: str) -> None:
-        if self.role != "sender" or self.state != "ready":
-            raise RuntimeError(
-                f"{what} needs a sender in state ready, not {self.role}/{self.state}"
-            )
+    def _move(self, event: str) -> None:
+        self.state = move(self._moves, self.state, event)
 
     def _fail(self, reason: str) -> None:
-        self.state = "failed"
+        self._move("fail")
         self._in.clear()
         self._events.append(Failed(reason))
 
@@ -214,40 +229,36 @@ class Handshake:
         return True
 
     def _advance(self) -> None:
-        if self.state == "relay":
-            got = self._take_line(RELAY_OK, "answer from relay")
-            if not got:
+        if self.state is ShakeState.RELAY:
+            if not self._take_line(RELAY_OK, "answer from relay"):
                 return
-            self.state = "peer"
+            self._move("relay ok")
             if self.role == "sender":
                 self._out += self._own_line
-        if self.state == "peer":
-            got = self._take_line(self._peer_line, "transit handshake from peer")
-            if not got:
+        if self.state is ShakeState.PEER:
+            if not self._take_line(self._peer_line, "transit handshake from peer"):
                 return
             if self.role == "receiver" and self.via_relay:
                 self._out += self._own_line  # only now: see the module docstring
+            self._move("peer line")
             if self.role == "sender":
-                self.state = "ready"
                 self._events.append(Ready())
-            else:
-                self.state = "wait_go"
-        if self.state == "ready":
+        if self.state is ShakeState.READY:
             if len(self._in) > _MAX_EARLY_BYTES:
                 self._fail("peer sent too much data before go")
             return
-        if self.state == "wait_go":
+        if self.state is ShakeState.WAIT_GO:
             self._wait_go()
 
     def _wait_go(self) -> None:
         have = bytes(self._in[: len(NEVERMIND)])
         if have.startswith(GO):
-            self.state = "done"
+            self._move("got go")
             self.leftover = bytes(self._in[len(GO):])
             self._in.clear()
             self._events.append(Go())
         elif have.startswith(NEVERMIND):
-            self.state = "closed"
+            self._move("got nevermind")
             self._in.clear()
             self._events.append(Nevermind())
         elif not (GO.startswith(have) or NEVERMIND.startswith(have)):

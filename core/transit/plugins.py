@@ -30,7 +30,7 @@ from twisted.internet import defer
 
 from hilltop import hookspecs
 from hilltop.config import config_path, read_table
-from hilltop.errors import LocalError
+from hilltop.errors import DialError, LocalError
 from hilltop.hookspecs import API_VERSION, TransitSession, TransportInfo
 from hilltop.streams import ByteStream
 
@@ -146,7 +146,8 @@ class Transports:
         label = name or type(plugin).__name__
         problem = api_mismatch(getattr(plugin, "api", None))
         if problem:
-            return self._fail(label, problem)
+            self._fail(label, problem)
+            return None
         pm_name, n = label, 1
         while self.pm.has_plugin(pm_name):  # two instances of one class: the info name decides
             n += 1
@@ -154,14 +155,17 @@ class Transports:
         try:
             self.pm.register(plugin, name=pm_name)
         except Exception as err:  # pluggy validation: unknown hook, wrong arguments
-            return self._fail(label, f"cannot be registered: {err}")
+            self._fail(label, f"cannot be registered: {err}")
+            return None
         info = self._info_of(plugin)
         if not isinstance(info, TransportInfo) or not _valid_info(info):
             self.pm.unregister(plugin)
-            return self._fail(label, f"hilltop_transport_info gave {info!r}")
+            self._fail(label, f"hilltop_transport_info gave {info!r}")
+            return None
         if any(t.info.name == info.name for t in self.loaded):
             self.pm.unregister(plugin)
-            return self._fail(label, f"a transport named {info.name!r} is already loaded")
+            self._fail(label, f"a transport named {info.name!r} is already loaded")
+            return None
         loaded = LoadedTransport(info.name, plugin, info, builtin)
         self.loaded.append(loaded)
         return loaded
@@ -179,7 +183,6 @@ class Transports:
     def _fail(self, name: str, reason: str) -> None:
         log.warning("transport plugin %s skipped: %s", name, reason)
         self.failures.append(PluginFailure(name, reason))
-        return None
 
     def _disable(self, name: str, why: str) -> None:
         log.debug("transport %s disabled: %s", name, why)
@@ -203,15 +206,6 @@ class Transports:
                 self.pm.unregister(t.plugin)
                 self.loaded.remove(t)
         return self
-
-    def refresh_info(self) -> None:
-        """Ask every plugin for its info again (usability can change, e.g. Tor started)."""
-        fresh = []
-        for t in self.loaded:
-            info = self._info_of(t.plugin)
-            fresh.append(LoadedTransport(t.name, t.plugin, info, t.builtin) if isinstance(
-                info, TransportInfo) and _valid_info(info) else t)
-        self.loaded = fresh
 
     # -- what is usable --------------------------------------------------------------------------
     def active(self) -> list[LoadedTransport]:
@@ -384,10 +378,6 @@ class Transports:
                 stream.close()
             await self.stop_all(session, reactor, timeouts.stop)
         return seen
-
-
-class DialError(Exception):
-    """No transport could even start dialling a hint."""
 
 
 def _valid_info(info: TransportInfo) -> bool:

@@ -23,9 +23,13 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
-from typing import Literal
+from enum import Enum, auto
+from typing import TYPE_CHECKING
 
-Role = Literal["sender", "receiver"]
+from hilltop._transitions import move
+
+if TYPE_CHECKING:
+    from hilltop.hookspecs import Role
 
 
 @dataclass(frozen=True)
@@ -94,14 +98,40 @@ class RaceFailed:
 Action = StartAttempt | SendGo | SendNevermind | Cancel | Winner | RaceFailed
 
 
+class AttemptState(Enum):
+    SCHEDULED = auto()  # a candidate waiting for its start time
+    RUNNING = auto()  # dialling or shaking hands
+    WON = auto()
+    FAILED = auto()  # the dial, the connection or the handshake failed, or it timed out
+    CANCELLED = auto()  # another attempt won, or the race ended
+
+
+ATTEMPT_MOVES: dict[tuple[AttemptState, str], AttemptState] = {
+    (AttemptState.SCHEDULED, "start"): AttemptState.RUNNING,
+    (AttemptState.SCHEDULED, "cancel"): AttemptState.CANCELLED,  # never started: nothing to undo
+    (AttemptState.RUNNING, "win"): AttemptState.WON,
+    (AttemptState.RUNNING, "fail"): AttemptState.FAILED,
+    (AttemptState.RUNNING, "cancel"): AttemptState.CANCELLED,
+}
+"""Every legal move of one attempt; an inbound connection starts out ``RUNNING``."""
+
+
 @dataclass
 class _Attempt:
     key: Hashable
     label: str
     start_at: float
-    state: str = "scheduled"  # scheduled -> running -> won | failed | cancelled
+    state: AttemptState = AttemptState.SCHEDULED
     deadline: float | None = None
     reason: str = ""
+
+    def move(self, event: str) -> None:
+        self.state = move(ATTEMPT_MOVES, self.state, event)
+
+    @property
+    def live(self) -> bool:
+        """Scheduled or running: it may still win."""
+        return self.state in (AttemptState.SCHEDULED, AttemptState.RUNNING)
 
 
 class Race:
@@ -141,13 +171,13 @@ class Race:
             return None
         times = [self._overall]
         for a in self._attempts.values():
-            if a.state == "scheduled":
+            if a.state is AttemptState.SCHEDULED:
                 times.append(a.start_at)
-            elif a.state == "running" and a.deadline is not None:
+            elif a.state is AttemptState.RUNNING and a.deadline is not None:
                 times.append(a.deadline)
         return min(times)
 
-    def state_of(self, key: Hashable) -> str:
+    def state_of(self, key: Hashable) -> AttemptState:
         return self._attempts[key].state
 
     # -- inputs ----------------------------------------------------------------------------------
@@ -159,12 +189,12 @@ class Race:
             self._fail_race(f"no transit connection within {self.config.overall_timeout:g} s")
             return
         for a in sorted(self._attempts.values(), key=lambda a: a.start_at):
-            if a.state == "scheduled" and a.start_at <= now:
-                a.state = "running"
+            if a.state is AttemptState.SCHEDULED and a.start_at <= now:
+                a.move("start")
                 a.deadline = now + self.config.attempt_timeout
                 self._actions.append(StartAttempt(a.key))
-            elif a.state == "running" and a.deadline is not None and a.deadline <= now:
-                a.state = "failed"
+            elif a.state is AttemptState.RUNNING and a.deadline is not None and a.deadline <= now:
+                a.move("fail")
                 a.reason = "timed out"
                 self._actions.append(Cancel(a.key, "timed out"))
         self._check_exhausted()
@@ -173,42 +203,38 @@ class Race:
         """A peer connected to one of our listeners; its handshake is now running."""
         if key in self._attempts:
             raise ValueError(f"attempt {key!r} already exists")
-        a = _Attempt(key, label or str(key), now, "running", now + self.config.attempt_timeout)
+        a = _Attempt(key, label or str(key), now, AttemptState.RUNNING,
+                     now + self.config.attempt_timeout)
         self._attempts[key] = a
         if self.finished:
-            a.state = "cancelled"
+            a.move("cancel")
             self._actions.append(Cancel(key, "transit race already over"))
 
     def attempt_ready(self, key: Hashable, now: float) -> None:
         """Sender: the handshake is Ready. Receiver: the handshake got go."""
         a = self._attempts[key]
-        if a.state != "running":
+        if a.state is not AttemptState.RUNNING:
             return
         if self.finished:
             if self.role == "sender":
                 self._actions.append(SendNevermind(key))
-            a.state = "cancelled"
+            a.move("cancel")
             self._actions.append(Cancel(key, "another connection won"))
             return
         if self.role == "sender":
             self._actions.append(SendGo(key))
-        a.state = "won"
+        a.move("win")
         self.winner = key
         self.finished = True
-        for other in self._attempts.values():
-            if other.state == "running":
-                other.state = "cancelled"
-                self._actions.append(Cancel(other.key, "another connection won"))
-            elif other.state == "scheduled":
-                other.state = "cancelled"  # never started: nothing to undo
+        self._cancel_live("another connection won")
         self._actions.append(Winner(key))
 
     def attempt_failed(self, key: Hashable, reason: str, now: float) -> None:
         """The dial failed, the connection closed, or the handshake failed (nevermind included)."""
         a = self._attempts[key]
-        if a.state != "running":
+        if a.state is not AttemptState.RUNNING:
             return
-        a.state = "failed"
+        a.move("fail")
         a.reason = reason
         self._check_exhausted()
 
@@ -232,7 +258,7 @@ class Race:
     def _check_exhausted(self) -> None:
         if self.finished or self.listening:
             return
-        if any(a.state in ("scheduled", "running") for a in self._attempts.values()):
+        if any(a.live for a in self._attempts.values()):
             return
         if any(a.reason for a in self._attempts.values()):
             self._fail_race("no transit connection could be made")
@@ -244,11 +270,14 @@ class Race:
         failures = [f"{a.label}: {a.reason}" for a in self._attempts.values() if a.reason]
         if failures:
             reason = f"{reason} ({'; '.join(failures)})"
-        for a in self._attempts.values():
-            if a.state == "running":
-                a.state = "cancelled"
-                self._actions.append(Cancel(a.key, reason))
-            elif a.state == "scheduled":
-                a.state = "cancelled"
+        self._cancel_live(reason)
         self.finished = True
         self._actions.append(RaceFailed(reason))
+
+    def _cancel_live(self, reason: str) -> None:
+        """Cancel every attempt that may still win; only running ones have anything to undo."""
+        for a in self._attempts.values():
+            if a.live:
+                if a.state is AttemptState.RUNNING:
+                    self._actions.append(Cancel(a.key, reason))
+                a.move("cancel")

@@ -14,14 +14,17 @@ same layout, ciphertext before tag, GCM nonce = the low 12 bytes of the counter.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Literal, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from nacl.exceptions import CryptoError
 from nacl.secret import SecretBox
 
 from hilltop.errors import BadRecordError
 from hilltop.rendezvous.capabilities import AES_RECORDS, BIG_RECORDS, UNHASHED_ACK, PeerCapabilities
-from hilltop.transit.handshake import transit_purpose_key
+from hilltop.rendezvous.key import derive_key
+
+if TYPE_CHECKING:
+    from hilltop.hookspecs import Role
 
 try:  # libsodium's *_easy calls on caller buffers: no padding copies, GIL released
     from nacl._sodium import ffi as _ffi
@@ -70,16 +73,14 @@ _AES_KEY_PREFIX = b"hilltop/aes256gcm/"
 _AES_NONCE = 12  # GCM's nonce: the low 96 bits of the 24-byte counter on the wire
 
 
-def record_keys(
-    transit_key: bytes, role: Literal["sender", "receiver"], cipher: Cipher = SECRETBOX
-) -> tuple[bytes, bytes]:
+def record_keys(transit_key: bytes, role: Role, cipher: Cipher = SECRETBOX) -> tuple[bytes, bytes]:
     """(key we write with, key we read with): each side writes with its own role's key.
 
     AES-256-GCM keys come from their own purposes, so no key ever serves two algorithms.
     """
     prefix = _AES_KEY_PREFIX if cipher == AES256GCM else b""
-    sender = transit_purpose_key(transit_key, prefix + SENDER_PURPOSE)
-    receiver = transit_purpose_key(transit_key, prefix + RECEIVER_PURPOSE)
+    sender = derive_key(transit_key, prefix + SENDER_PURPOSE)
+    receiver = derive_key(transit_key, prefix + RECEIVER_PURPOSE)
     if role == "sender":
         return sender, receiver
     if role == "receiver":
@@ -177,13 +178,6 @@ class RecordSealer:
             raise ValueError("the record cipher refused to seal")  # only for absurd sizes
         self.counter += 1
         return memoryview(buffer)[: OVERHEAD + n]
-
-
-class RecordEncoder(RecordSealer):
-    """Turns plaintexts into framed records, counting nonces from 0."""
-
-    def encode(self, plaintext: bytes) -> bytes:
-        return self.seal(plaintext)
 
 
 class RecordOpener:

@@ -1,19 +1,22 @@
-"""The transit shell: drives :mod:`hilltop.transit.race` with ``callLater`` over the transport
-plugins.
+"""The race driver: runs :mod:`hilltop.transit.race` with ``callLater`` over the transport
+plugins and hands back the stream that won.
 
 Usage by the file-transfer layer (hints must travel through the mailbox before connecting)::
 
     runner = TransitRunner(reactor, "sender", transit_key, transit_helpers=[helper])
     hints = await runner.our_hints()            # starts listeners; send hints_to_wire(hints)
-    conn = await runner.connect(peer_hints)     # parse_hints(peer's "hints-v1")
-    conn.send_record(b"...")                    # or conn.registerProducer(...) for big files
-    record = await conn.receive_record()        # or conn.set_record_receiver(cb, on_lost)
+    won = await runner.connect(peer_hints)      # parse_hints(peer's "hints-v1")
+    conn = TransitConnection(won, "sender", transit_key, cipher)   # hilltop.transit.connection
+    ...
     await conn.close()
+    await runner.stop()
 
 Every attempt runs :class:`hilltop.transit.handshake.Handshake` over whatever stream its transport
 returned; the race decides who wins. Losers are closed, pending dials cancelled, listeners
 stopped and our timer cancelled as soon as the race ends; :meth:`TransitRunner.stop` waits
-until all of that has really happened.
+until all of that has really happened. The runner never sees a record: the transit key only
+makes the handshake lines, and the record cipher is the caller's choice
+(:mod:`hilltop.transit.connection`).
 """
 
 from __future__ import annotations
@@ -21,41 +24,61 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import socket
-from collections import deque
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
 from hilltop._runtime.awaitable import DualDeferred, Watch
-from hilltop.errors import BadRecordError, TransitError
+from hilltop.errors import TransitError
 from hilltop.hints import Hint, relay_v1
-from hilltop.hookspecs import TransitSession
-from hilltop.streams import ByteStream
+from hilltop.hookspecs import Role, TransitSession
+from hilltop.streams import ByteStream, OnData, OnLost
 from hilltop.transit import handshake as hs
 from hilltop.transit import race as rc
 from hilltop.transit.plugins import HookTimeouts, LoadedTransport, Transports, load_transports
-from hilltop.transit.records import (
-    SECRETBOX,
-    Cipher,
-    RecordDecoder,
-    RecordEncoder,
-    RecordOpener,
-    RecordSealer,
-    record_keys,
-)
 from hilltop.transit.settings import TransportSettings
 
 log = logging.getLogger(__name__)
 
-Role = Literal["sender", "receiver"]
-# In pull mode (receive_record), stop reading the socket once this many records wait unread.
-_PULL_HIGH_WATER = 16
-# Undecoded bytes kept before the first consumer arrives; then reading pauses.
-_STASH_LIMIT = 1 << 20
+
+class WinningStream:
+    """The stream that won the race, with the bytes that came after the handshake.
+
+    Its new owner (a :class:`~hilltop.transit.connection.TransitConnection`) takes it with
+    :meth:`hand_over`. Until then reading is paused and whatever still arrives waits here: an
+    asyncio caller resumes a loop turn after the race fires, and the peer's first records may
+    already be on their way by then.
+    """
+
+    def __init__(self, stream: ByteStream, leftover: bytes) -> None:
+        self.stream = stream
+        self.description = stream.description
+        self._held: list[bytes] = [leftover] if leftover else []
+        self._lost: str | None = None
+        self._taken = False
+        stream.start_receiving(self._held.append, self._note_lost)
+        stream.pause_reading()
+
+    def _note_lost(self, why: str) -> None:
+        self._lost = why
+
+    def hand_over(self, on_data: OnData, on_lost: OnLost) -> None:
+        """From now on the stream's bytes go to ``on_data`` (the held ones first) and its end
+        to ``on_lost``. Reading stays paused until the new owner calls ``resume_reading``, so
+        it decides its own flow control. Only one owner may take the stream."""
+        if self._taken:
+            raise RuntimeError("the winning stream was already handed over")
+        self._taken = True
+        held, self._held = self._held, []
+        for data in held:
+            on_data(data)
+        if self._lost is not None:
+            on_lost(self._lost)
+            return
+        self.stream.start_receiving(on_data, on_lost)
 
 
 @dataclass
@@ -71,7 +94,7 @@ class _Attempt:
 
 
 class TransitRunner:
-    """One transit session: our hints, the race over the peer's hints, the winning connection."""
+    """One transit session: our hints, the race over the peer's hints, the winning stream."""
 
     def __init__(
         self,
@@ -89,12 +112,10 @@ class TransitRunner:
         options: dict[str, Any] | None = None,
         settings: TransportSettings | None = None,
         hook_timeouts: HookTimeouts | None = None,
-        record_cipher: Cipher = SECRETBOX,
     ) -> None:
         self.reactor = reactor
         self.role: Role = role
         self._tk = transit_key
-        self._cipher: Cipher = record_cipher
         self.transports = transports if transports is not None else load_transports()
         self.session = TransitSession(
             reactor=reactor, role=role, no_listen=no_listen, tor=tor,
@@ -113,12 +134,17 @@ class TransitRunner:
         self._early_inbound: list[ByteStream] = []
         self._next_key = 0
         self._timer: Any = None
-        self._result: DualDeferred[TransitConnection] | None = None
+        self._result: DualDeferred[WinningStream] | None = None
         self._pumping = False
         self._stopping: defer.Deferred[None] | None = None
         self._closing: list[defer.Deferred[None]] = []
 
     # -- public API ------------------------------------------------------------------------------
+    @property
+    def transit_key(self) -> bytes:
+        """The key the handshake proves; the caller derives the record keys from it too."""
+        return self._tk
+
     def our_hints(self) -> DualDeferred[list[Hint]]:
         """Start every transport (listeners, relay contributions) and return our hints.
 
@@ -131,8 +157,9 @@ class TransitRunner:
             d.addCallbacks(watch.fire, lambda f: watch.fail(f.value))
         return self._started.when()
 
-    def connect(self, peer_hints: Sequence[Hint]) -> DualDeferred[TransitConnection]:
-        """Race every usable hint (the peer's plus our own relays); fire with the winner.
+    def connect(self, peer_hints: Sequence[Hint]) -> DualDeferred[WinningStream]:
+        """Race every usable hint (the peer's plus our own relays); fire with the winning stream
+        (build a :class:`~hilltop.transit.connection.TransitConnection` on it).
 
         Fails with :class:`hilltop.errors.TransitError` naming why each attempt failed.
         Cancelling the returned Deferred abandons the race and cleans up.
@@ -153,13 +180,18 @@ class TransitRunner:
     def stop(self) -> defer.Deferred[None]:
         """Abandon anything still running, stop transports, wait until every loser is closed.
 
-        The winning connection (if any) is not touched; close it with its own ``close()``.
+        The winning stream (if any) is not touched: it belongs to the caller.
         """
         self._abandon("transit stopped")
         if self._stopping is None:
             self._stopping = defer.ensureDeferred(self._stop_transports())
         d: defer.Deferred[None] = defer.Deferred()
-        self._stopping.addBoth(lambda r: (d.callback(None), r)[1])
+
+        def stopped(result: object) -> object:
+            d.callback(None)
+            return result  # the shared Deferred keeps its own result for later callers
+
+        self._stopping.addBoth(stopped)
         return d
 
     # -- starting --------------------------------------------------------------------------------
@@ -361,14 +393,13 @@ class TransitRunner:
         assert a.stream is not None and a.shake is not None
         a.done = True
         self._cancel_timer()
-        conn = TransitConnection(self.role, self._tk, a.stream, a.shake.leftover,
-                                 self._cipher)
-        log.info("transit connected: %s", conn.description)
+        won = WinningStream(a.stream, a.shake.leftover)
+        log.info("transit connected: %s", won.description)
         self._stop_soon()
         if self._result is not None and not self._result.called:
-            self._result.callback(conn)
+            self._result.callback(won)
         else:
-            conn.close()
+            won.stream.close()
 
     def _fail_result(self, error: Any) -> None:
         self._cancel_timer()
@@ -411,251 +442,3 @@ class TransitRunner:
 
     def _now(self) -> float:
         return float(self.reactor.seconds())
-
-
-class TransitConnection:
-    """The winning transit connection: encrypted records over one byte stream.
-
-    Receiving, push style: :meth:`set_record_receiver` with callbacks; pause with
-    :meth:`pauseProducing` (this stops reading the socket, so TCP pushes back on the peer) and
-    :meth:`resumeProducing`. Pull style: ``await receive_record()``; reading pauses by itself
-    while unread records pile up. Sending: :meth:`send_record`; a big sender registers itself
-    with :meth:`registerProducer` and gets paused while the socket buffer is full.
-
-    Bulk data path: a sender may seal records itself (on a worker thread) with :attr:`sealer`
-    and hand the frames to :meth:`write_sealed`; a receiver may take sealed frames with
-    :meth:`set_frame_receiver` and open them with :attr:`opener`. The nonce counters live in
-    those two objects, so ordinary records before and after continue the same sequence.
-    Over a plain TCP socket a bulk thread may instead borrow the socket itself
-    (:meth:`borrow_socket_for_sending`, :meth:`borrow_socket_for_receiving`).
-    """
-
-    def __init__(self, role: Role, transit_key: bytes, stream: ByteStream, leftover: bytes,
-                 cipher: Cipher = SECRETBOX):
-        self.stream = stream
-        self.description = stream.description
-        send_key, receive_key = record_keys(transit_key, role, cipher)
-        self._encoder = RecordEncoder(send_key, cipher)
-        self._decoder = RecordDecoder(receive_key, cipher=cipher)
-        self._queue: deque[bytes] = deque()
-        self._waiters: deque[defer.Deferred[bytes]] = deque()
-        self._on_record: Callable[[bytes], None] | None = None
-        self._on_lost: Callable[[Exception], None] | None = None
-        self._on_frames: Callable[[list[Any]], None] | None = None
-        # Bytes that arrive before anyone asked for records or frames wait here undecoded, so
-        # a bulk receiver can still choose frame mode (reading pauses once this grows).
-        self._stash: list[bytes] | None = []
-        self._stashed = 0
-        self._paused = False
-        self._lost: Exception | None = None
-        self._closed_notified = False
-        stream.start_receiving(self._data, self._connection_lost)
-        if leftover:
-            self._data(leftover)
-
-    # sending
-    def send_record(self, plaintext: bytes) -> None:
-        if self._lost is not None:
-            raise TransitError(f"cannot send: {self._lost}")
-        self.stream.write(self._encoder.encode(plaintext))
-
-    @property
-    def sealer(self) -> RecordSealer:
-        """Seals our outgoing records; use it from one thread at a time, in record order."""
-        return self._encoder
-
-    @property
-    def opener(self) -> RecordOpener:
-        """Opens the peer's frames in order (see :meth:`set_frame_receiver`)."""
-        return self._decoder.opener
-
-    def write_sealed(self, frame: bytes) -> None:
-        """Send a record sealed with :attr:`sealer` (frames must go out in sealing order)."""
-        if self._lost is not None:
-            raise TransitError(f"cannot send: {self._lost}")
-        self.stream.write(frame)
-
-    async def borrow_socket_for_sending(self) -> socket.socket | None:
-        """A duplicate of the TCP socket under this connection for a bulk-data thread
-        (:mod:`hilltop.transit.bulkpump`), once every record sent so far has left; seal with
-        :attr:`sealer`. None when the stream has no plain socket (then use :meth:`write_sealed`).
-        The reactor keeps reading: the peer's next record (its ack) arrives as usual."""
-        lend = getattr(self.stream, "lend_socket", None)
-        if lend is None or self._lost is not None:
-            return None
-        sock: socket.socket | None = await lend()
-        return sock
-
-    async def borrow_socket_for_receiving(self) -> tuple[socket.socket, bytes] | None:
-        """Like :meth:`borrow_socket_for_sending`, for a thread that reads the socket itself:
-        reading stops here, and the bytes that arrived but were not decoded yet come along
-        (the thread opens frames with :attr:`opener`). Call :meth:`end_borrowing` after.
-        None when the stream has no plain socket or records were decoded already."""
-        lend = getattr(self.stream, "lend_socket", None)
-        if lend is None or self._lost is not None or self._stash is None:
-            return None
-        self.pauseProducing()
-        sock: socket.socket | None = await lend()
-        if sock is None or self._stash is None or self._lost is not None:
-            if sock is not None:
-                sock.close()
-            self.resumeProducing()
-            return None
-        leftover = b"".join(self._stash)
-        self._stash, self._stashed = None, 0
-        return sock, leftover
-
-    def end_borrowing(self) -> None:
-        """The receiving thread is gone: the reactor reads again (the sender's hang-up)."""
-        self.resumeProducing()
-
-    def registerProducer(self, producer: Any, streaming: bool) -> None:  # noqa: N802
-        self.stream.register_producer(producer, streaming)
-
-    def unregisterProducer(self) -> None:  # noqa: N802
-        self.stream.unregister_producer()
-
-    # receiving
-    def set_record_receiver(
-        self, on_record: Callable[[bytes], None], on_lost: Callable[[Exception], None]
-    ) -> None:
-        """Push mode: every record goes to ``on_record``; the end (an error) to ``on_lost``."""
-        self._on_record, self._on_lost = on_record, on_lost
-        self._start_consuming()
-        self._deliver()
-
-    def set_frame_receiver(
-        self, on_frames: Callable[[list[Any]], None] | None,
-        on_lost: Callable[[Exception], None] | None,
-    ) -> None:
-        """Frame mode: hand each batch of *sealed* frames (``nonce || tag || ciphertext``) to
-        ``on_frames`` unopened, in order; the caller opens them with :attr:`opener`. Pass
-        ``None`` to go back to records. Flow control is the caller's, with pause/resume."""
-        if self._queue:
-            raise RuntimeError("records already opened; switch to frames before data arrives")
-        self._on_frames, self._on_lost = on_frames, on_lost
-        self._closed_notified = False
-        self._start_consuming()
-        if self._lost is not None:
-            self._deliver()
-
-    def set_frame_buffers(self, alloc: Callable[[int], bytearray]) -> None:
-        """Where frame mode gathers frames that span reads: ``alloc(size)`` returns a buffer
-        of at least ``size`` bytes (a pool avoids a fresh zero-filled buffer per record)."""
-        self._decoder.framer.alloc = alloc
-
-    def receive_record(self) -> DualDeferred[bytes]:
-        """Pull mode: the next record, or a TransitError once the connection is gone."""
-        d: DualDeferred[bytes] = DualDeferred()
-        self._start_consuming()
-        if self._queue:
-            d.callback(self._queue.popleft())
-            self._update_pull_pressure()
-        elif self._lost is not None:
-            d.errback(self._lost)
-        else:
-            self._waiters.append(d)
-        return d
-
-    def pauseProducing(self) -> None:  # noqa: N802
-        self._paused = True
-        self.stream.pause_reading()
-
-    def resumeProducing(self) -> None:  # noqa: N802
-        self._paused = False
-        self._deliver()
-        if not self._paused:
-            self.stream.resume_reading()
-
-    def stopProducing(self) -> None:  # noqa: N802
-        self.close()
-
-    def close(self) -> defer.Deferred[None]:
-        """Close the connection; the Deferred fires once the socket is really gone."""
-        self.stream.close()
-        return self.stream.when_closed()
-
-    def when_closed(self) -> defer.Deferred[None]:
-        return self.stream.when_closed()
-
-    # internals
-    def _start_consuming(self) -> None:
-        if self._stash is None:
-            return
-        stash, self._stash = self._stash, None
-        if self._stashed >= _STASH_LIMIT and not self._paused and self._lost is None:
-            self.stream.resume_reading()
-        for data in stash:  # also after the connection closed: these bytes did arrive
-            self._decode(data)
-
-    def _data(self, data: bytes) -> None:
-        if self._lost is not None:
-            return
-        if self._stash is not None:
-            self._stash.append(data)
-            self._stashed += len(data)
-            if self._stashed >= _STASH_LIMIT:
-                self.stream.pause_reading()
-            return
-        self._decode(data)
-
-    def _decode(self, data: bytes) -> None:
-        if isinstance(self._lost, BadRecordError):
-            return
-        try:
-            if self._on_frames is not None:
-                frames = self._decoder.framer.feed(data)
-                if frames:
-                    self._on_frames(frames)
-                return
-            records = self._decoder.feed(data)
-        except BadRecordError as err:
-            self._lost = err  # also replaces "connection closed": this is the real reason
-            self.stream.close()
-            self._deliver()
-            return
-        self._queue.extend(records)
-        self._deliver()
-
-    def _connection_lost(self, why: str) -> None:
-        if self._lost is None:
-            self._lost = TransitError(f"transit {why}")
-        self._deliver()
-
-    def _deliver(self) -> None:
-        while self._queue and not self._paused:
-            if self._on_record is not None:
-                self._on_record(self._queue.popleft())
-            elif self._waiters:
-                self._waiters.popleft().callback(self._queue.popleft())
-            else:
-                break
-        self._update_pull_pressure()
-        if self._lost is not None and not self._queue:
-            while self._waiters:
-                self._waiters.popleft().errback(self._lost)
-            if self._on_lost is not None and not self._closed_notified:
-                self._closed_notified = True
-                self._on_lost(self._lost)
-
-    def _update_pull_pressure(self) -> None:
-        if (self._on_record is not None or self._on_frames is not None or self._paused
-                or self._lost is not None):
-            return
-        if len(self._queue) >= _PULL_HIGH_WATER:
-            self.stream.pause_reading()
-        else:
-            self.stream.resume_reading()
-
-
-async def connect_transit(
-    reactor: Any,
-    role: Role,
-    transit_key: bytes,
-    peer_hints: Sequence[Hint],
-    **kwargs: Any,
-) -> tuple[TransitRunner, TransitConnection]:
-    """Convenience for callers whose hints are already exchanged (tests, tools)."""
-    runner = TransitRunner(reactor, role, transit_key, **kwargs)
-    await runner.our_hints()
-    return runner, await runner.connect(peer_hints)

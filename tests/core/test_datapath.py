@@ -27,6 +27,7 @@ from hilltop.transfer.filesink import FileSink
 from hilltop.transfer.offers import FileOffer
 from hilltop.transfer.source import FileSource
 from hilltop.transit import records
+from hilltop.transit.connection import TransitConnection
 from hilltop.transit.pipeline import OrderedWorker
 from hilltop.transit.plugins import load_transports
 from hilltop.transit.runner import TransitRunner
@@ -113,13 +114,15 @@ async def test_inline_worker_keeps_the_same_contract() -> None:
 async def connected_pair(reactor, cipher: records.Cipher = records.SECRETBOX):
     def runner(role, **kw):
         return TransitRunner(reactor, role, TK, transports=load_transports(["direct-tcp"]),
-                             local_addresses=["127.0.0.1"], record_cipher=cipher, **kw)
+                             local_addresses=["127.0.0.1"], **kw)
 
     s, r = runner("sender"), runner("receiver", no_listen=True)
     s_hints, r_hints = await s.our_hints(), await r.our_hints()
-    cs, cr = await defer.gatherResults([
+    ws, wr = await defer.gatherResults([
         s.connect(parse_hints([h.to_wire() for h in r_hints])),
         r.connect(parse_hints([h.to_wire() for h in s_hints]))])
+    cs = TransitConnection(ws, "sender", TK, cipher)
+    cr = TransitConnection(wr, "receiver", TK, cipher)
     return s, r, cs, cr
 
 

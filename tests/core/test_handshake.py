@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+from hilltop.errors import IllegalTransition
 from hilltop.transit.handshake import (
+    HANDSHAKE_MOVES,
     Failed,
     Go,
     Handshake,
     Nevermind,
     Ready,
+    ShakeState,
     receiver_handshake,
     relay_handshake,
     sender_handshake,
@@ -89,7 +92,7 @@ def test_nevermind() -> None:
     s.send_nevermind()
     r.receive_data(s.data_to_send())
     assert events(r) == [Nevermind()]
-    assert s.state == "closed" and r.state == "closed"
+    assert s.state is ShakeState.CLOSED and r.state is ShakeState.CLOSED
 
 
 def test_receiver_fails_on_other_than_go() -> None:
@@ -177,3 +180,63 @@ def test_go_only_from_ready_sender() -> None:
 def test_bad_role() -> None:
     with pytest.raises(ValueError):
         Handshake("both", TK)  # type: ignore[arg-type]
+
+
+# -- the transition table ---------------------------------------------------------------------
+S = ShakeState
+LEGAL = {
+    "sender": {(S.RELAY, "relay ok"): S.PEER, (S.PEER, "peer line"): S.READY,
+               (S.READY, "send go"): S.DONE, (S.READY, "send nevermind"): S.CLOSED,
+               (S.RELAY, "fail"): S.FAILED, (S.PEER, "fail"): S.FAILED,
+               (S.READY, "fail"): S.FAILED, (S.WAIT_GO, "fail"): S.FAILED},
+    "receiver": {(S.RELAY, "relay ok"): S.PEER, (S.PEER, "peer line"): S.WAIT_GO,
+                 (S.WAIT_GO, "got go"): S.DONE, (S.WAIT_GO, "got nevermind"): S.CLOSED,
+                 (S.RELAY, "fail"): S.FAILED, (S.PEER, "fail"): S.FAILED,
+                 (S.READY, "fail"): S.FAILED, (S.WAIT_GO, "fail"): S.FAILED},
+}
+
+
+@pytest.mark.parametrize("role", ["sender", "receiver"])
+def test_table_holds_exactly_the_legal_moves(role: str) -> None:
+    assert HANDSHAKE_MOVES[role] == LEGAL[role]  # type: ignore[index]
+
+
+@pytest.mark.parametrize("role", ["sender", "receiver"])
+def test_finished_states_have_no_way_out(role: str) -> None:
+    sources = {state for state, _event in HANDSHAKE_MOVES[role]}  # type: ignore[index]
+    assert not sources & {S.DONE, S.CLOSED, S.FAILED}
+
+
+def test_every_path_through_the_engine_follows_the_table() -> None:
+    """Relay, lines, go: the states the engine passes are the table's, in order."""
+    s = Handshake("sender", TK, "0123456789abcdef")
+    r = Handshake("receiver", TK, "fedcba9876543210")
+    assert (s.state, r.state) == (S.RELAY, S.RELAY)
+    s.receive_data(b"ok\n")
+    r.receive_data(b"ok\n")
+    assert (s.state, r.state) == (S.PEER, S.PEER)
+    s_line = s.data_to_send().split(b"\n", 1)[1]  # the relay line went first
+    r.receive_data(s_line)
+    s.receive_data(r.data_to_send().split(b"\n", 1)[1])
+    assert (s.state, r.state) == (S.READY, S.WAIT_GO)
+    s.send_go()
+    r.receive_data(s.data_to_send())
+    assert (s.state, r.state) == (S.DONE, S.DONE)
+
+
+def test_an_illegal_move_names_state_and_event() -> None:
+    r = Handshake("receiver", TK)
+    r.receive_data(SENDER_HS)
+    assert r.state is S.WAIT_GO
+    with pytest.raises(IllegalTransition, match=r"'send go' in ShakeState.WAIT_GO") as err:
+        r.send_go()
+    assert (err.value.state, err.value.event) == (S.WAIT_GO, "send go")
+    assert r.state is S.WAIT_GO  # a refused move changes nothing
+
+
+def test_a_finished_handshake_cannot_go_twice() -> None:
+    s = Handshake("sender", TK)
+    s.receive_data(RECEIVER_HS)
+    s.send_go()
+    with pytest.raises(IllegalTransition, match="DONE"):
+        s.send_nevermind()

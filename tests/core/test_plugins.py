@@ -7,12 +7,14 @@ from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
+import pytest_twisted
 from click.testing import CliRunner
 
 from hilltop.cli import transports as cli_transports
 from hilltop.config import config_path
-from hilltop.errors import LocalError
-from hilltop.hookspecs import TransportInfo, hookimpl
+from hilltop.errors import DialError, HilltopError, LocalError, TransitError
+from hilltop.hints import direct_tcp_v1
+from hilltop.hookspecs import TransitSession, TransportInfo, hookimpl
 from hilltop.transit.plugins import (
     PluginConfig,
     load_configured,
@@ -201,3 +203,28 @@ def test_wormhole_transports_no_plugins_flag() -> None:
     assert result.exit_code == 0, result.output
     assert all("built-in" in line or "--no-plugins" in line
                for line in result.output.splitlines()[1:])
+
+
+class Declines:
+    """Claims direct-tcp-v1 hints, then says each one is not its own."""
+
+    api = 1
+
+    @hookimpl
+    def hilltop_transport_info(self) -> TransportInfo:
+        return TransportInfo(name="declines", hint_types=(direct_tcp_v1.TYPE,))
+
+    @hookimpl
+    def hilltop_transport_connect(self, hint, session):
+        return None
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_hint_nobody_takes_is_a_transit_error() -> None:
+    from twisted.internet import reactor
+
+    ts = load_transports(eps=[], extra=[Declines()])
+    session = TransitSession(reactor=reactor, role="receiver")
+    with pytest.raises(DialError, match="no transport took it") as err:
+        await ts.dial(direct_tcp_v1.Hint("192.0.2.1", 1), session, reactor, 1.0)
+    assert isinstance(err.value, TransitError) and isinstance(err.value, HilltopError)

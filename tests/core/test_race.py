@@ -6,7 +6,10 @@ from dataclasses import dataclass
 
 import pytest
 
+from hilltop.errors import IllegalTransition
 from hilltop.transit.race import (
+    ATTEMPT_MOVES,
+    AttemptState,
     Cancel,
     Candidate,
     Race,
@@ -151,7 +154,7 @@ def test_raising_transport_does_not_break_the_race() -> None:
                candidates=[DIRECT, RELAY])
     d.run()
     assert d.race.winner == "r1"
-    assert d.race.state_of("d1") == "failed"
+    assert d.race.state_of("d1") is AttemptState.FAILED
 
 
 def test_all_fail_gives_clear_failure() -> None:
@@ -238,7 +241,7 @@ def test_late_ready_after_win_sends_nevermind() -> None:
     race.attempt_ready("d1", 1.0)
     race.actions()
     # an attempt the runner registered but whose cancel has not landed yet
-    race._attempts["x"] = type(race._attempts["d1"])("x", "x", 0.0, "running")
+    race._attempts["x"] = type(race._attempts["d1"])("x", "x", 0.0, AttemptState.RUNNING)
     race.attempt_ready("x", 2.0)
     assert race.actions() == [SendNevermind("x"), Cancel("x", "another connection won")]
 
@@ -262,3 +265,47 @@ def test_transport_start_delay_adds_to_tier() -> None:
     assert starts(race.actions()) == ["slow"]
     race.handle_timer(2.5)
     assert starts(race.actions()) == ["r"]
+
+
+# -- the attempt transition table -------------------------------------------------------------
+A = AttemptState
+
+
+def test_attempt_table_holds_exactly_the_legal_moves() -> None:
+    assert ATTEMPT_MOVES == {
+        (A.SCHEDULED, "start"): A.RUNNING, (A.SCHEDULED, "cancel"): A.CANCELLED,
+        (A.RUNNING, "win"): A.WON, (A.RUNNING, "fail"): A.FAILED,
+        (A.RUNNING, "cancel"): A.CANCELLED,
+    }
+
+
+def test_attempt_states_after_a_win() -> None:
+    """Won, timed out, cancelled while running, and cancelled before it ever started."""
+    cands = [DIRECT, DIRECT2, RELAY, RELAY_HI]
+    d = Driver("sender", {"d1": FakeTransport(after=1), "d2": FakeTransport(after=50),
+                          "r1": FakeTransport(after=1), "r2": FakeTransport(after=1)},
+               candidates=cands, config=RaceConfig(relay_delay=5.0))
+    d.run()
+    assert {c.key: d.race.state_of(c.key) for c in cands} == {
+        "d1": A.WON, "d2": A.CANCELLED, "r1": A.CANCELLED, "r2": A.CANCELLED}
+    d = Driver("receiver", {"d1": FakeTransport(after=5), "d2": FakeTransport(after=50)},
+               candidates=[DIRECT, DIRECT2], config=RaceConfig(attempt_timeout=3.0))
+    d.run()
+    assert (d.race.state_of("d1"), d.race.state_of("d2")) == (A.FAILED, A.FAILED)
+
+
+def test_an_inbound_attempt_after_the_race_is_cancelled_at_once() -> None:
+    d = Driver("sender", {"d1": FakeTransport(after=1)}, candidates=[DIRECT])
+    d.run()
+    d.race.inbound("in1", d.now)
+    assert d.race.state_of("in1") is A.CANCELLED
+    assert d.race.actions() == [Cancel("in1", "transit race already over")]
+
+
+def test_an_illegal_attempt_move_names_state_and_event() -> None:
+    d = Driver("sender", {"d1": FakeTransport(after=1)}, candidates=[DIRECT])
+    d.run()
+    attempt = d.race._attempts["d1"]
+    with pytest.raises(IllegalTransition, match=r"'start' in AttemptState.WON"):
+        attempt.move("start")
+    assert attempt.state is A.WON

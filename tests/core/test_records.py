@@ -18,7 +18,7 @@ from hilltop.rendezvous.capabilities import (
     advertisement,
     from_app_versions,
 )
-from hilltop.transit.handshake import transit_purpose_key
+from hilltop.rendezvous.key import derive_key
 from hilltop.transit.records import (
     AES256GCM,
     BIG_RECORD_SIZE,
@@ -28,7 +28,6 @@ from hilltop.transit.records import (
     SECRETBOX,
     V1_RECORD_SIZE,
     RecordDecoder,
-    RecordEncoder,
     RecordFramer,
     RecordOpener,
     RecordSealer,
@@ -52,13 +51,13 @@ def test_record_keys_follow_role() -> None:
 
 
 def test_first_record_vector() -> None:
-    assert RecordEncoder(SENDER_KEY).encode(b"hello") == HELLO
+    assert RecordSealer(SENDER_KEY).seal(b"hello") == HELLO
     assert RecordDecoder(SENDER_KEY).feed(HELLO) == [b"hello"]
 
 
 def test_nonce_is_big_endian_counter() -> None:
-    enc = RecordEncoder(SENDER_KEY)
-    frames = [enc.encode(b"x") for _ in range(258)]
+    enc = RecordSealer(SENDER_KEY)
+    frames = [enc.seal(b"x") for _ in range(258)]
     assert frames[1][4:28] == bytes(23) + b"\x01"
     assert frames[257][4:28] == bytes(22) + b"\x01\x01"
     dec = RecordDecoder(SENDER_KEY)
@@ -66,8 +65,8 @@ def test_nonce_is_big_endian_counter() -> None:
 
 
 def test_split_anywhere() -> None:
-    enc = RecordEncoder(RECEIVER_KEY)
-    stream = b"".join(enc.encode(bytes([i]) * i) for i in range(20))
+    enc = RecordSealer(RECEIVER_KEY)
+    stream = b"".join(enc.seal(bytes([i]) * i) for i in range(20))
     dec = RecordDecoder(RECEIVER_KEY)
     got = []
     for i in range(0, len(stream), 7):
@@ -77,32 +76,32 @@ def test_split_anywhere() -> None:
 
 
 def test_empty_plaintext() -> None:
-    enc, dec = RecordEncoder(SENDER_KEY), RecordDecoder(SENDER_KEY)
-    assert dec.feed(enc.encode(b"")) == [b""]
+    enc, dec = RecordSealer(SENDER_KEY), RecordDecoder(SENDER_KEY)
+    assert dec.feed(enc.seal(b"")) == [b""]
 
 
 def test_replayed_record_rejected() -> None:
-    enc, dec = RecordEncoder(SENDER_KEY), RecordDecoder(SENDER_KEY)
-    first = enc.encode(b"a")
+    enc, dec = RecordSealer(SENDER_KEY), RecordDecoder(SENDER_KEY)
+    first = enc.seal(b"a")
     dec.feed(first)
     with pytest.raises(BadRecordError, match="nonce 0, expected 1"):
         dec.feed(first)
     with pytest.raises(BadRecordError):  # stays broken
-        dec.feed(enc.encode(b"b"))
+        dec.feed(enc.seal(b"b"))
 
 
 def test_skipped_record_rejected() -> None:
-    enc, dec = RecordEncoder(SENDER_KEY), RecordDecoder(SENDER_KEY)
-    enc.encode(b"lost")
+    enc, dec = RecordSealer(SENDER_KEY), RecordDecoder(SENDER_KEY)
+    enc.seal(b"lost")
     with pytest.raises(BadRecordError, match="expected 0"):
-        dec.feed(enc.encode(b"b"))
+        dec.feed(enc.seal(b"b"))
 
 
 def test_little_endian_nonce_rejected() -> None:
     le_nonce = (1).to_bytes(24, "little")
     box = bytes(SecretBox(SENDER_KEY).encrypt(b"hi", le_nonce))
     dec = RecordDecoder(SENDER_KEY)
-    dec.feed(RecordEncoder(SENDER_KEY).encode(b"first"))
+    dec.feed(RecordSealer(SENDER_KEY).seal(b"first"))
     with pytest.raises(BadRecordError):
         dec.feed(len(box).to_bytes(4, "big") + box)
 
@@ -131,7 +130,7 @@ def test_garbage_raises_only_bad_record(chunks: list[bytes]) -> None:
 
 @given(st.binary(min_size=1, max_size=60), st.integers(min_value=0, max_value=44))
 def test_bit_flips_are_caught(plain: bytes, where: int) -> None:
-    frame = bytearray(RecordEncoder(SENDER_KEY).encode(plain))
+    frame = bytearray(RecordSealer(SENDER_KEY).seal(plain))
     frame[where % len(frame)] ^= 0x01
     dec = RecordDecoder(SENDER_KEY)
     with contextlib.suppress(BadRecordError):
@@ -171,20 +170,20 @@ def test_we_advertise_big_records() -> None:
     assert BIG_RECORD_SIZE + OVERHEAD <= MAX_RECORD_SIZE
 
 
-def test_seal_into_matches_encode_and_reuses_the_buffer() -> None:
+def test_seal_into_matches_seal_and_reuses_the_buffer() -> None:
     buffer = bytearray(OVERHEAD + 10)
-    sealer, encoder = RecordSealer(SENDER_KEY), RecordEncoder(SENDER_KEY)
-    assert bytes(sealer.seal_into(b"hello", buffer)) == HELLO == encoder.encode(b"hello")
+    sealer, other = RecordSealer(SENDER_KEY), RecordSealer(SENDER_KEY)
+    assert bytes(sealer.seal_into(b"hello", buffer)) == HELLO == other.seal(b"hello")
     second = bytes(sealer.seal_into(b"0123456789", memoryview(buffer)))
-    assert second == encoder.encode(b"0123456789")
+    assert second == other.seal(b"0123456789")
     with pytest.raises(ValueError):
         sealer.seal_into(b"x" * 11, buffer)
     assert sealer.counter == 2  # a refused seal uses no nonce
 
 
 def test_framer_zero_copy_and_gathering() -> None:
-    enc = RecordEncoder(SENDER_KEY)
-    stream = b"".join(enc.encode(bytes([i]) * (i * 100)) for i in range(30))
+    enc = RecordSealer(SENDER_KEY)
+    stream = b"".join(enc.seal(bytes([i]) * (i * 100)) for i in range(30))
     gathered: list[int] = []
 
     def alloc(size: int) -> bytearray:
@@ -204,8 +203,8 @@ def test_framer_zero_copy_and_gathering() -> None:
 
 
 def test_opener_checks_order_and_tags() -> None:
-    enc = RecordEncoder(SENDER_KEY)
-    first, second = enc.encode(b"one")[4:], enc.encode(b"two")[4:]
+    enc = RecordSealer(SENDER_KEY)
+    first, second = enc.seal(b"one")[4:], enc.seal(b"two")[4:]
     opener = RecordOpener(SENDER_KEY)
     with pytest.raises(BadRecordError, match="nonce 1, expected 0"):
         opener.open(second)
@@ -232,8 +231,8 @@ def test_record_cipher_needs_both_sides() -> None:
 
 def test_aes_keys_are_not_the_secretbox_keys() -> None:
     aes_send, aes_receive = record_keys(TK, "sender", AES256GCM)
-    assert aes_send == transit_purpose_key(TK, b"hilltop/aes256gcm/transit_record_sender_key")
-    assert aes_receive == transit_purpose_key(TK, b"hilltop/aes256gcm/transit_record_receiver_key")
+    assert aes_send == derive_key(TK, b"hilltop/aes256gcm/transit_record_sender_key")
+    assert aes_receive == derive_key(TK, b"hilltop/aes256gcm/transit_record_receiver_key")
     assert {aes_send, aes_receive}.isdisjoint({SENDER_KEY, RECEIVER_KEY})
     assert record_keys(TK, "receiver", AES256GCM) == (aes_receive, aes_send)
 
@@ -244,8 +243,8 @@ def test_aes_record_matches_an_independent_aes_gcm() -> None:
     low 12 bytes, checked against the ``cryptography`` package's AES-GCM."""
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-    enc = RecordEncoder(SENDER_KEY, AES256GCM)
-    frames = [enc.encode(b"hello"), enc.encode(b""), enc.encode(b"x" * 70000)]
+    enc = RecordSealer(SENDER_KEY, AES256GCM)
+    frames = [enc.seal(b"hello"), enc.seal(b""), enc.seal(b"x" * 70000)]
     for counter, (frame, plain) in enumerate(zip(frames, [b"hello", b"", b"x" * 70000],
                                                  strict=True)):
         nonce = counter.to_bytes(24, "big")
@@ -257,8 +256,8 @@ def test_aes_record_matches_an_independent_aes_gcm() -> None:
 
 @needs_aes
 def test_aes_records_refuse_tampering_order_and_the_other_cipher() -> None:
-    enc = RecordEncoder(SENDER_KEY, AES256GCM)
-    first, second = enc.encode(b"one"), enc.encode(b"two")
+    enc = RecordSealer(SENDER_KEY, AES256GCM)
+    first, second = enc.seal(b"one"), enc.seal(b"two")
     with pytest.raises(BadRecordError, match="nonce 1, expected 0"):
         RecordDecoder(SENDER_KEY, cipher=AES256GCM).feed(second)
     flipped = bytearray(first)
@@ -268,7 +267,7 @@ def test_aes_records_refuse_tampering_order_and_the_other_cipher() -> None:
     with pytest.raises(BadRecordError, match="failed to decrypt"):  # a peer that disagreed
         RecordDecoder(SENDER_KEY).feed(first)
     with pytest.raises(BadRecordError, match="failed to decrypt"):
-        RecordDecoder(SENDER_KEY, cipher=AES256GCM).feed(RecordEncoder(SENDER_KEY).encode(b"x"))
+        RecordDecoder(SENDER_KEY, cipher=AES256GCM).feed(RecordSealer(SENDER_KEY).seal(b"x"))
 
 
 @needs_aes

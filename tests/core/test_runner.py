@@ -17,6 +17,7 @@ from twisted.internet.task import deferLater
 from hilltop.errors import TransitError
 from hilltop.hints import direct_tcp_v1, parse_hints
 from hilltop.hookspecs import TransportInfo, hookimpl
+from hilltop.transit.connection import TransitConnection
 from hilltop.transit.plugins import load_transports
 from hilltop.transit.race import RaceConfig
 from hilltop.transit.runner import TransitRunner
@@ -65,8 +66,9 @@ async def pair(s: TransitRunner, r: TransitRunner):
     # the hints travel as JSON through the mailbox
     s_wire = [h.to_wire() for h in s_hints]
     r_wire = [h.to_wire() for h in r_hints]
-    return await defer.gatherResults([s.connect(parse_hints(r_wire)),
-                                      r.connect(parse_hints(s_wire))])
+    ws, wr = await defer.gatherResults([s.connect(parse_hints(r_wire)),
+                                        r.connect(parse_hints(s_wire))])
+    return TransitConnection(ws, "sender", TK), TransitConnection(wr, "receiver", TK)
 
 
 async def exchange(cs, cr) -> None:

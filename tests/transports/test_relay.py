@@ -12,6 +12,7 @@ from twisted.internet.task import deferLater
 
 from hilltop.hints import direct_tcp_v1, parse_hints, parse_transit_helper, relay_v1
 from hilltop.hookspecs import TransitSession
+from hilltop.transit.connection import TransitConnection
 from hilltop.transit.handshake import relay_handshake
 from hilltop.transit.plugins import load_transports
 from hilltop.transit.runner import TransitRunner
@@ -89,8 +90,9 @@ async def meet(reactor, port: int, s_kw: dict, r_kw: dict, peer_extra=()) -> Non
     r_wire = [h.to_wire() for h in await r.our_hints()]
     assert {"type": "relay-v1", "hints": [{"type": "direct-tcp-v1", "hostname": "127.0.0.1",
                                           "port": port, "priority": 0.0}]} in s_wire
-    cs, cr = await defer.gatherResults([s.connect(parse_hints(r_wire)),
+    ws, wr = await defer.gatherResults([s.connect(parse_hints(r_wire)),
                                         r.connect(parse_hints(s_wire))])
+    cs, cr = TransitConnection(ws, "sender", TK), TransitConnection(wr, "receiver", TK)
     assert cs.description == f"relay 127.0.0.1:{port}"
     assert cr.description == f"relay 127.0.0.1:{port}"
     for i in range(50):
