@@ -117,9 +117,17 @@ class Wormhole:
         return self._versions.when()
 
     def derive_key(self, purpose: str, length: int = 32) -> bytes:
+        return key.derive_key(self._shared_key(), purpose.encode("utf-8"), length)
+
+    def transit_key(self) -> bytes:
+        """The key of this wormhole's transit connections: :func:`key.transit_key` with our
+        appid (the file-transfer story derives it here, never by hand)."""
+        return key.transit_key(self._shared_key(), self.appid)
+
+    def _shared_key(self) -> bytes:
         if self._engine.shared_key is None:
             raise LocalError("no key yet: wait for get_verifier() first")
-        return key.derive_key(self._engine.shared_key, purpose.encode("utf-8"), length)
+        return self._engine.shared_key
 
     # --- messages ------------------------------------------------------------------------
     def send_message(self, data: bytes) -> None:

@@ -69,7 +69,9 @@ def verifier(key: bytes) -> bytes:
 
 
 def transit_key(key: bytes, appid: str = APPID) -> bytes:
-    """The transit key. Official 0.24 always uses the CLI appid here (#339), hence the default."""
+    """The transit key: ``appid + "/transit-key"``. Official 0.24 always uses the CLI appid here
+    (its issue #339) while wormhole-william uses the configured one; they agree on the default
+    appid, which both CLIs use."""
     return derive_key(key, (appid + "/transit-key").encode("utf-8"))
 
 

@@ -33,15 +33,6 @@ if TYPE_CHECKING:  # the transit machinery is imported when a transfer starts, n
     from hilltop.transit.runner import TransitRunner
 
 
-def transit_key(w: Wormhole) -> bytes:
-    """The transit key, from the wormhole key and our appid.
-
-    Official 0.24 always uses the CLI appid here (its issue #339) while wormhole-william uses
-    the configured one; the two agree on the default appid, which is what both CLIs use.
-    """
-    return w.derive_key(w.appid + "/transit-key")
-
-
 def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions) -> TransitRunner:
     """The transit runner for this peer: our transports and settings."""
     from hilltop.hints import parse_transit_helper
@@ -51,7 +42,7 @@ def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions) -
 
     transports = load_configured(list(options.transports) if options.transports else None,
                                  no_plugins=options.no_plugins)
-    tk = transit_key(w)
+    tk = w.transit_key()
     # the lan transport announces under tags derived from the transit key; it never sees the key
     settings = options.settings.updated(LanSettings, tags=LanTags.derive(tk, role),
                                         mailbox_url=getattr(w, "relay_url", None))

@@ -11,6 +11,7 @@ import pytest_twisted
 from fresh_interpreter import run_fresh
 
 from hilltop.lan.settings import LanSettings, LanTags
+from hilltop.rendezvous.key import transit_key
 from hilltop.transit.options import TransitOptions
 from hilltop.transit.settings import TransportSettings
 from hilltop.webrtc.settings import IceServer, WebRTCSettings
@@ -100,8 +101,10 @@ class FakeWormhole:
     relay_url = "ws://198.18.0.1:4000/v1"
     app_versions: dict = {}
 
-    def derive_key(self, purpose: str) -> bytes:
-        return purpose.encode().ljust(32, b"\0")[:32]
+    shared_key = bytes(range(32))
+
+    def transit_key(self) -> bytes:
+        return transit_key(self.shared_key, self.appid)
 
     def side_messages(self, channel: str) -> None:
         raise AssertionError("not used while building a runner")
@@ -112,13 +115,13 @@ def test_a_transfer_hands_the_lan_tags_never_the_transit_key(role: str) -> None:
     """The transit key also protects the records; every plugin can read session.settings."""
     from twisted.internet import reactor
 
-    from hilltop.transfer.story import make_runner, transit_key
+    from hilltop.transfer.story import make_runner
 
     w = FakeWormhole()
     options = TransitOptions(settings=TransportSettings(LanSettings(interface="eth0")),
                              plugin_options={"unix-socket": {"dir": "/run/x"}})
     session = make_runner(reactor, w, role, options).session
-    tk = transit_key(w)
+    tk = transit_key(w.shared_key, w.appid)
     lan = session.settings.get(LanSettings)
     assert lan == LanSettings("eth0", LanTags.derive(tk, role), w.relay_url)
     webrtc = session.settings.get(WebRTCSettings)
