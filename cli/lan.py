@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Any
 from hilltop import api
 from hilltop.cli import output
 from hilltop.cli.common import GlobalOptions
-from hilltop.errors import LocalError, RemoteError, ServerUnreachableError, WrongCodeError
+from hilltop.errors import (
+    LocalError,
+    RemoteError,
+    ServerUnreachableError,
+    WrongCodeError,
+    WrongCodeOnLan,
+)
 from hilltop.rendezvous import codes
 from hilltop.transit.options import TransitOptions
 
@@ -29,16 +35,6 @@ FIND_TIMEOUT = 60.0
 """How long ``receive --lan`` looks for the sender before giving up."""
 
 ANNOUNCE_TRIES = 5
-
-
-class WrongCodeOnLan(WrongCodeError):
-    """The one guess this session allowed was wrong; the sender stops and says so."""
-
-    def __init__(self, nameplate: str) -> None:
-        RemoteError.__init__(
-            self,
-            f"someone tried nameplate {nameplate} with a wrong code, so this session is over "
-            "and nothing was sent (start 'wormhole send --lan' again for a new code)")
 
 
 @contextlib.contextmanager

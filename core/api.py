@@ -17,7 +17,7 @@ from typing import Any
 
 from hilltop import __version__
 from hilltop._runtime.awaitable import DualDeferred, Queue, Watch
-from hilltop.errors import HilltopError, LocalError
+from hilltop.errors import HilltopError, LocalError, WormholeClosed
 from hilltop.rendezvous import capabilities, key, mailbox
 from hilltop.rendezvous.client import EndpointFactory, RendezvousClient, default_endpoint
 from hilltop.transfer.offers import ErrorMsg
@@ -25,13 +25,6 @@ from hilltop.transfer.offers import ErrorMsg
 APPID = key.APPID
 RELAY_URL = "ws://relay.magic-wormhole.io:4000/v1"
 TRANSIT_HELPER = "tcp:transit.magic-wormhole.io:4001"
-
-
-class WormholeClosed(LocalError):
-    """The wormhole was closed before the thing waited for arrived."""
-
-    def __init__(self) -> None:
-        super().__init__("the wormhole was closed")
 
 
 class Wormhole:

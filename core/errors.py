@@ -94,6 +94,42 @@ class DiskFullError(LocalError):
     """The disk filled up while we were writing a received transfer (partial data was removed)."""
 
 
+class NotFoundOnLan(RemoteError):
+    """Nobody on the LAN answered for the service we looked for."""
+
+
+class NameTaken(RemoteError):
+    """Another host on the LAN already announces this name (mDNS probing saw it)."""
+
+
+class WormholeClosed(LocalError):
+    """The wormhole was closed before the thing waited for arrived."""
+
+    def __init__(self) -> None:
+        super().__init__("the wormhole was closed")
+
+
+class ZipFormatError(ProtocolError):
+    """The stream is not a zip this reader can unpack (or it was damaged on purpose)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"the received folder is not a usable zip archive ({why})")
+
+
+class MalformedHintError(ProtocolError):
+    """A peer's hint of a known type is missing a field or has one of the wrong type."""
+
+
+class WrongCodeOnLan(WrongCodeError):
+    """The one guess this session allowed was wrong; the sender stops and says so."""
+
+    def __init__(self, nameplate: str) -> None:
+        RemoteError.__init__(
+            self,
+            f"someone tried nameplate {nameplate} with a wrong code, so this session is over "
+            "and nothing was sent (start 'wormhole send --lan' again for a new code)")
+
+
 class IllegalTransition(RuntimeError):
     """A state machine was asked for a move its transition table does not have.
 

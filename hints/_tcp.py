@@ -11,11 +11,7 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
-from hilltop.errors import ProtocolError
-
-
-class MalformedHintError(ProtocolError):
-    """A peer's hint of a known type is missing a field or has one of the wrong type."""
+from hilltop.errors import MalformedHintError
 
 
 def hostname(obj: dict[str, Any]) -> str:

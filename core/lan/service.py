@@ -24,18 +24,10 @@ from typing import Any
 from twisted.internet import defer
 from twisted.internet.error import CannotListenError
 
-from hilltop.errors import LocalError, RemoteError
+from hilltop.errors import LocalError, NameTaken, NotFoundOnLan
 from hilltop.lan import wire
 
 log = logging.getLogger(__name__)
-
-
-class NotFoundOnLan(RemoteError):
-    """Nobody on the LAN answered for the service we looked for."""
-
-
-class NameTaken(RemoteError):
-    """Another host on the LAN already announces this name (mDNS probing saw it)."""
 
 
 def aio(coro: Coroutine[Any, Any, Any]) -> defer.Deferred[Any]:

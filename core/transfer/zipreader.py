@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Any
 
-from hilltop.errors import ProtocolError
+from hilltop.errors import ProtocolError, ZipFormatError
 from hilltop.transfer.zipformat import (
     CENTRAL,
     CENTRAL_HEADER,
@@ -59,13 +59,6 @@ _MAX_INFLATE = 1024 * 1024  # output per zlib call: a bomb never inflates in one
 _MIN_INFLATE_INPUT = 4096
 _MAX_ZIP64_END = 64 * 1024  # the fixed part is 44 bytes; no writer adds more
 _HELD_BACK = len(DESCRIPTOR) - 1  # a signature may straddle two feeds
-
-
-class ZipFormatError(ProtocolError):
-    """The stream is not a zip this reader can unpack (or it was damaged on purpose)."""
-
-    def __init__(self, why: str) -> None:
-        super().__init__(f"the received folder is not a usable zip archive ({why})")
 
 
 @dataclass(frozen=True, slots=True)
