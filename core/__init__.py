@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from hilltop.api import Wormhole
     from hilltop.transit.options import TransitOptions
 
+# The I/O shells at the top level; every other module here is pure (tests/test_layers.py).
+IO_MODULES = frozenset({"api", "config", "streams", "testing"})
+
 _LAZY = {
     "Wormhole": "hilltop.api",
     "TransitOptions": "hilltop.transit.options",
