@@ -10,7 +10,7 @@ import contextlib
 import sys
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from hilltop.cli import output
 from hilltop.errors import HilltopError
@@ -79,7 +79,7 @@ def _route_twisted_log() -> None:
     takes over, are still printed as Python prints them; everything else is dropped (the
     CLI logs nothing on purpose).
     """
-    from twisted.logger import LogLevel, formatEvent, globalLogBeginner
+    from twisted.logger import ILogObserver, LogLevel, formatEvent, globalLogBeginner
 
     def observe(event: dict[str, Any]) -> None:
         if event.get("log_level") == LogLevel.critical:
@@ -93,7 +93,8 @@ def _route_twisted_log() -> None:
             sys.stderr.write(f"{event.get('filename')}:{event.get('lineno')}: "
                              f"{category}: {event['warning']}\n")
 
-    globalLogBeginner.beginLoggingTo([observe], redirectStandardIO=False)
+    # Twisted calls any callable observer; the interface is only declared for classes.
+    globalLogBeginner.beginLoggingTo([cast(ILogObserver, observe)], redirectStandardIO=False)
 
 
 def run(main: Callable[[Any], Coroutine[Any, Any, int | None]]) -> None:

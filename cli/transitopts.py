@@ -39,7 +39,7 @@ def _remember(key: str) -> Callable[..., Any]:
 def webrtc_flags(f: Callable[..., Any]) -> Callable[..., Any]:
     """ICE servers for the webrtc transport; no server is contacted unless one is given here
     or in the ``[webrtc]`` table of the config file."""
-    for name, key, kw in [
+    flags: list[tuple[str, str, dict[str, Any]]] = [
         ("--stun", "stun", dict(multiple=True, metavar="URL",
                                help="webrtc: STUN server, e.g. stun:stun.example.org:3478")),
         ("--turn", "turn", dict(multiple=True, metavar="URL",
@@ -49,7 +49,8 @@ def webrtc_flags(f: Callable[..., Any]) -> Callable[..., Any]:
                                                    help="webrtc: TURN password")),
         ("--webrtc-relay-only", "relay_only",
          dict(is_flag=True, help="webrtc: use only TURN relay candidates")),
-    ]:
+    ]
+    for name, key, kw in flags:
         f = click.option(name, expose_value=False, callback=_remember(key), **kw)(f)
     return f
 

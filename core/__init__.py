@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from hilltop.transit.options import TransitOptions
     from hilltop.transit.settings import TransportSettings
 
+# The I/O shells at the top level; every other module here is pure (tests/test_layers.py).
+IO_MODULES = frozenset({"api", "config", "streams", "testing"})
+
 _LAZY = {
     "Wormhole": "hilltop.api",
     "TransitOptions": "hilltop.transit.options",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hilltop import __version__
 from hilltop._runtime.awaitable import DualDeferred, Queue, Watch
@@ -21,6 +21,11 @@ from hilltop.errors import HilltopError, LocalError, WormholeClosed
 from hilltop.rendezvous import capabilities, key, mailbox
 from hilltop.rendezvous.client import EndpointFactory, RendezvousClient, default_endpoint
 from hilltop.transfer.offers import ErrorMsg
+
+if TYPE_CHECKING:  # a text message imports no transit code
+    from twisted.internet.interfaces import IReactorTime
+
+    from hilltop.transit.options import TransitOptions
 
 APPID = key.APPID
 RELAY_URL = "ws://relay.magic-wormhole.io:4000/v1"
@@ -31,7 +36,9 @@ class Wormhole:
     """A rendezvous with one peer: code, key, verifier, encrypted messages, close.
 
     ``app_versions`` defaults to our capability advertisement; pass ``{}`` to look exactly
-    like the official CLI.
+    like the official CLI. ``reactor`` defaults to the installed one; file transfers need the
+    asyncio reactor (:func:`hilltop.install_asyncio_reactor`), which provides every interface
+    hilltop uses, of which the mailbox itself needs only ``IReactorTime``.
     """
 
     def __init__(
@@ -39,7 +46,7 @@ class Wormhole:
         appid: str = APPID,
         relay_url: str = RELAY_URL,
         *,
-        reactor: Any = None,
+        reactor: IReactorTime | None = None,
         app_versions: dict[str, Any] | None = None,
         random_bytes: Callable[[int], bytes] = os.urandom,
         endpoint_factory: EndpointFactory = default_endpoint,
@@ -141,13 +148,13 @@ class Wormhole:
         return queue
 
     # --- files and streams (transit) --------------------------------------------------------
-    def send_file(self, path: str, *, transit: Any = None,
+    def send_file(self, path: str, *, transit: TransitOptions | None = None,
                   progress: Callable[[int], None] | None = None) -> DualDeferred[str | None]:
         """Offer a file or directory and stream it once the peer accepts.
 
         Fires with the SHA-256 hex both sides agreed on, or None between two hilltop peers,
         which skip it (their records already authenticate every byte). ``transit`` is a
-        :class:`hilltop.transfer.story.TransitOptions` (relay helper, transports, no-listen).
+        :class:`hilltop.TransitOptions` (relay helper, transports, no-listen).
         """
         from hilltop.transfer.source import open_source
 
@@ -158,7 +165,8 @@ class Wormhole:
 
         return _dual(go())
 
-    def send_stream(self, fileobj: Any, name: str, size: int, *, transit: Any = None,
+    def send_stream(self, fileobj: Any, name: str, size: int, *,
+                    transit: TransitOptions | None = None,
                     progress: Callable[[int], None] | None = None) -> DualDeferred[str | None]:
         """Offer ``size`` bytes read from ``fileobj`` as a file called ``name`` (result as for
         :meth:`send_file`)."""
@@ -168,17 +176,19 @@ class Wormhole:
         source = FileSource(FileOffer(name, size), name, fileobj)
         return _dual(self._send_source(source, transit, progress))
 
-    async def _send_source(self, source: Any, transit: Any, progress: Any) -> str | None:
+    async def _send_source(self, source: Any, transit: TransitOptions | None,
+                           progress: Callable[[int], None] | None) -> str | None:
         from hilltop.transfer import story
+        from hilltop.transit.options import TransitOptions
 
         await self.get_peer_versions()
         return await story.send_source(
-            self._reactor, self, source, transit or story.TransitOptions(),
+            self._reactor, self, source, transit or TransitOptions(),
             progress=progress or (lambda _n: None))
 
     def receive_file(self, directory: str, *, accept: Callable[[Any], bool] = lambda _o: True,
-                     transit: Any = None, progress: Callable[[int], None] | None = None
-                     ) -> DualDeferred[str]:
+                     transit: TransitOptions | None = None,
+                     progress: Callable[[int], None] | None = None) -> DualDeferred[str]:
         """Wait for a file or directory offer and save it inside ``directory``.
 
         ``accept(offer)`` may refuse it. Fires with the saved path. The same safety rules as
@@ -202,7 +212,8 @@ class Wormhole:
         return _dual(go())
 
     def receive_stream(self, fileobj: Any, *, accept: Callable[[Any], bool] = lambda _o: True,
-                       transit: Any = None, progress: Callable[[int], None] | None = None
+                       transit: TransitOptions | None = None,
+                       progress: Callable[[int], None] | None = None
                        ) -> DualDeferred[str | None]:
         """Write an offered *file*'s bytes to ``fileobj``; fires with their SHA-256 (None from
         a hilltop sender, as for :meth:`send_file`)."""
@@ -221,16 +232,19 @@ class Wormhole:
 
         return _dual(go())
 
-    async def _file_offer(self, accept: Callable[[Any], bool], transit: Any) -> tuple:
+    async def _file_offer(self, accept: Callable[[Any], bool], transit: TransitOptions | None
+                          ) -> tuple[Any, Any, TransitOptions]:
+        """(offer, the peer's transit message, our options) once an offer was accepted."""
         from hilltop.transfer import story
         from hilltop.transfer.offers import TextOffer
+        from hilltop.transit.options import TransitOptions
 
         await self.get_peer_versions()
         offer, peer_transit = await story.receive_offer(self)
         if isinstance(offer, TextOffer) or not accept(offer):
             self.send_message(ErrorMsg("transfer rejected").to_wire())
             raise LocalError("the offer was refused")
-        return offer, peer_transit, transit or story.TransitOptions()
+        return offer, peer_transit, transit or TransitOptions()
 
     # --- close ---------------------------------------------------------------------------
     def close(self, mood: str | None = None) -> DualDeferred[str]:

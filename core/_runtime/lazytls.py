@@ -15,10 +15,18 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from twisted.internet.interfaces import IStreamClientEndpoint
 from zope.interface import implementer
+
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
+    from twisted.internet.interfaces import (
+        IOpenSSLClientConnectionCreator,
+        IProtocol,
+        IProtocolFactory,
+    )
 
 _deferring = False
 
@@ -36,7 +44,7 @@ def openssl_deferred() -> Iterator[None]:
     if not _deferring or "OpenSSL" in sys.modules:
         yield
         return
-    sys.modules["OpenSSL"] = None  # type: ignore[assignment] - makes the import fail
+    sys.modules["OpenSSL"] = None  # type: ignore[assignment]  # makes the import fail
     try:
         yield
     finally:
@@ -55,12 +63,16 @@ def wrap_client_tls(host: str, endpoint: IStreamClientEndpoint) -> IStreamClient
 
 @implementer(IStreamClientEndpoint)
 class _TLSClientEndpoint:
-    def __init__(self, creator: Any, wrapped: IStreamClientEndpoint) -> None:
+    def __init__(self, creator: IOpenSSLClientConnectionCreator,
+                 wrapped: IStreamClientEndpoint) -> None:
         self._creator = creator
         self._wrapped = wrapped
 
-    def connect(self, factory: Any) -> Any:
-        from twisted.protocols.tls import TLSMemoryBIOFactory
+    def connect(self, factory: IProtocolFactory) -> Deferred[IProtocol]:
+        from twisted.protocols.tls import TLSMemoryBIOFactory, TLSMemoryBIOProtocol
+
+        def unwrap(tls: IProtocol) -> IProtocol:
+            return cast(TLSMemoryBIOProtocol, tls).wrappedProtocol
 
         connecting = self._wrapped.connect(TLSMemoryBIOFactory(self._creator, True, factory))
-        return connecting.addCallback(lambda tls: tls.wrappedProtocol)
+        return connecting.addCallback(unwrap)

@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+from twisted.internet.interfaces import IHostnameResolver, IHostResolution
+from zope.interface import implementer
+
+if TYPE_CHECKING:
+    from twisted.internet.asyncioreactor import AsyncioSelectorReactor
+    from twisted.internet.interfaces import IResolutionReceiver
 
 
-def install_asyncio_reactor(loop: asyncio.AbstractEventLoop | None = None) -> Any:
+def install_asyncio_reactor(
+    loop: asyncio.AbstractEventLoop | None = None,
+) -> AsyncioSelectorReactor:
     """Return the running Twisted reactor, installing the asyncio one first if none is.
 
     Idempotent. A program that already installed another reactor gets a clear error instead
@@ -26,17 +35,19 @@ def install_asyncio_reactor(loop: asyncio.AbstractEventLoop | None = None) -> An
                 loop = asyncio.new_event_loop()
                 asyncio.set_event_loop(loop)
         asyncioreactor.install(loop)
-    from twisted.internet import reactor
+    from twisted.internet import reactor as installed
 
-    if type(reactor).__name__ != "AsyncioSelectorReactor":
+    if type(installed).__name__ != "AsyncioSelectorReactor":
         raise RuntimeError(
-            f"hilltop needs Twisted's asyncio reactor, but {type(reactor).__name__} is installed"
+            f"hilltop needs Twisted's asyncio reactor, but {type(installed).__name__} is installed"
         )
+    reactor = cast("AsyncioSelectorReactor", installed)
     if not isinstance(reactor.nameResolver, _LoopResolver):
         reactor.installNameResolver(_LoopResolver(reactor._asyncioEventloop))
     return reactor
 
 
+@implementer(IHostnameResolver)
 class _LoopResolver:
     """Hostname resolution through the asyncio loop's ``getaddrinfo``.
 
@@ -50,9 +61,9 @@ class _LoopResolver:
         self._loop = loop
 
     def resolveHostName(  # noqa: N802 - Twisted's IHostnameResolver
-        self, receiver: Any, hostName: str, portNumber: int = 0,  # noqa: N803
+        self, receiver: IResolutionReceiver, hostName: str, portNumber: int = 0,  # noqa: N803
         addressTypes: Any = None, transportSemantics: str = "TCP",  # noqa: N803
-    ) -> Any:
+    ) -> IHostResolution:
         import socket
 
         from twisted.internet.address import IPv4Address, IPv6Address
@@ -70,7 +81,7 @@ class _LoopResolver:
 
         def resolved(infos: list[Any]) -> None:
             for fam, _type, _proto, _name, sockaddr in infos:
-                proto = "UDP" if transportSemantics == "UDP" else "TCP"
+                proto: Literal["TCP", "UDP"] = "UDP" if transportSemantics == "UDP" else "TCP"
                 if fam == socket.AF_INET:
                     receiver.addressResolved(IPv4Address(proto, *sockaddr[:2]))
                 elif fam == socket.AF_INET6:
@@ -82,6 +93,7 @@ class _LoopResolver:
         return resolution
 
 
+@implementer(IHostResolution)
 class _Resolution:
     """Twisted's IHostResolution: the name being resolved, and a way to give up."""
 

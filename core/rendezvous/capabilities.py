@@ -72,12 +72,13 @@ def extension_transports(allowed: Iterable[str] | None = None) -> list[str]:
     return [WEBRTC] if ok and importlib.util.find_spec("aiortc") is not None else []
 
 
-def default_advertisement(version: str, allowed: Iterable[str] | None = None) -> dict:
+def default_advertisement(version: str, allowed: Iterable[str] | None = None) -> dict[str, Any]:
     """What this installation advertises unless the caller says otherwise."""
     return advertisement(version, extension_transports(allowed), FEATURES)
 
 
-def advertisement(version: str, transports: Iterable[str], features: Iterable[str]) -> dict:
+def advertisement(version: str, transports: Iterable[str], features: Iterable[str]
+                  ) -> dict[str, Any]:
     """The ``app_versions`` dict our ``version`` message carries."""
     return {
         APP_KEY: {

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from twisted.internet import endpoints
-from twisted.internet.interfaces import IStreamClientEndpoint
+from twisted.internet.interfaces import IReactorTime, IStreamClientEndpoint
 
 from hilltop._runtime.lazytls import openssl_deferred, wrap_client_tls
 from hilltop.errors import LocalError
@@ -23,10 +23,12 @@ from hilltop.rendezvous import mailbox, messages
 
 log = logging.getLogger(__name__)
 
-EndpointFactory = Callable[[Any, str, int, bool], IStreamClientEndpoint]
+EndpointFactory = Callable[[IReactorTime, str, int, bool], IStreamClientEndpoint]
 
 
-def default_endpoint(reactor: Any, host: str, port: int, tls: bool) -> IStreamClientEndpoint:
+def default_endpoint(reactor: IReactorTime, host: str, port: int, tls: bool
+                     ) -> IStreamClientEndpoint:
+    """Twisted's HostnameEndpoint (happy eyeballs); it also needs IReactorTCP from ``reactor``."""
     endpoint = endpoints.HostnameEndpoint(reactor, host, port, timeout=30)
     if tls:  # only wss:// pays for importing pyOpenSSL
         return wrap_client_tls(host, endpoint)
@@ -84,7 +86,7 @@ class RendezvousClient:
 
     def __init__(
         self,
-        reactor: Any,
+        reactor: IReactorTime,
         url: str,
         engine: mailbox.Mailbox,
         on_event: Callable[[mailbox.Event], None],

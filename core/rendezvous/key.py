@@ -113,14 +113,15 @@ def written_by_python_json(body: bytes) -> bool:
     return body.startswith(b'{"pake_v1": "')
 
 
-class _KeepingSpake2(SPAKE2_Symmetric):
+class _KeepingSpake2(SPAKE2_Symmetric):  # type: ignore[misc]  # spake2 ships no types
     """python-spake2's symmetric side, keeping the shared element K for :func:`gospake2_key`."""
 
     shared_element: bytes | None = None
 
     def _finalize(self, K_bytes: bytes) -> bytes:  # noqa: N803 (spake2's parameter name)
         self.shared_element = K_bytes
-        return super()._finalize(K_bytes)
+        key: bytes = super()._finalize(K_bytes)
+        return key
 
 
 class Pake:
@@ -157,7 +158,7 @@ class Pake:
             raise WrongCodeError("the peer's PAKE message is not symmetric SPAKE2")
         self._finished = True
         try:
-            shared = self._spake.finish(peer)
+            shared: bytes = self._spake.finish(peer)
         except (SPAKEError, ValueError, NotOnCurve) as err:
             reason = str(err) or type(err).__name__
             raise WrongCodeError(f"PAKE failed: {reason}") from None

@@ -32,6 +32,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
@@ -371,7 +372,7 @@ def _open_directory(root: str, name: str, skip_unsendable: bool) -> DirectorySou
     numbytes = numfiles = 0
     for full, rel, st in _walk(root, unsendable):
         entry = Entry(rel, st.st_size if stat.S_ISREG(st.st_mode) else 0, st.st_mode,
-                      st.st_mtime)
+                      time.localtime(st.st_mtime)[:6])
         entries.append(entry)
         paths.append(full)
         if not entry.is_dir:

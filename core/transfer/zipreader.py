@@ -25,7 +25,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum, auto
-from typing import Any
+from typing import Any, Literal
 
 from hilltop.errors import ProtocolError, ZipFormatError
 from hilltop.transfer.zipformat import (
@@ -366,9 +366,10 @@ class ZipStreamReader:
         if len(self._buf) - at < 12:
             return True
         size = member.read_compressed + at - self._pos
-        return struct.unpack_from("<I", self._buf, at + 8)[0] == size & 0xFFFFFFFF
+        low32: int = struct.unpack_from("<I", self._buf, at + 8)[0]
+        return low32 == size & 0xFFFFFFFF
 
-    def _descriptor_match(self, exact: bool) -> MemberEnd | None | bool:
+    def _descriptor_match(self, exact: bool) -> MemberEnd | Literal[False] | None:
         """At a descriptor candidate: the member's end if it vouches for what was read,
         False if it does not, None if more bytes are needed to tell."""
         member = self._member

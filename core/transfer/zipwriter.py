@@ -16,14 +16,15 @@ reads both: Python's zipfile (official) and Go's archive/zip (wormhole-william) 
 central directory, :mod:`hilltop.transfer.zipreader` front to back.
 
 Each entry keeps the Unix mode in its external attributes (create system 3), as zipstream-ng
-does: official 0.24 chmods every file it unpacks from them.
+does: official 0.24 chmods every file it unpacks from them. Its time comes in as local calendar
+fields, as zipfile's ``ZipInfo.date_time``: turning an mtime into local time reads the
+machine's time zone, which the caller (:mod:`hilltop.transfer.source`) does.
 """
 
 from __future__ import annotations
 
 import stat
 import struct
-import time
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -63,6 +64,10 @@ MSDOS_DIRECTORY = 0x10
 _ZIP64_LOCAL_EXTRA = EXTRA_HEADER.pack(ZIP64_EXTRA, 16) + bytes(16)  # sizes in the descriptor
 
 
+DateTime = tuple[int, int, int, int, int, int]
+"""Local year, month, day, hour, minute, second: ``time.localtime(mtime)[:6]``."""
+
+
 @dataclass(frozen=True, slots=True)
 class Entry:
     """One member: a file (``size`` bytes) or, when ``arcname`` ends with "/", a folder."""
@@ -70,7 +75,7 @@ class Entry:
     arcname: str
     size: int
     mode: int  # st_mode: type and permission bits
-    mtime: float
+    date_time: DateTime  # when it was last modified, in local time
 
     @property
     def is_dir(self) -> bool:
@@ -84,15 +89,15 @@ def _name_and_flags(arcname: str) -> tuple[bytes, int]:
         return arcname.encode("utf-8"), FLAG_UTF8
 
 
-def _dos_time(mtime: float) -> tuple[int, int]:
-    """(time, date) in MS-DOS form, local time, clamped to what it can hold (1980-2107)."""
-    t = time.localtime(mtime)
-    if t.tm_year < 1980:
+def _dos_time(date_time: DateTime) -> tuple[int, int]:
+    """(time, date) in MS-DOS form, clamped to what it can hold (1980-2107)."""
+    year, month, day, hour, minute, second = date_time
+    if year < 1980:
         return 0, (1 << 5) | 1  # 1980-01-01 00:00
-    if t.tm_year > 2107:
+    if year > 2107:
         return (23 << 11) | (59 << 5) | 29, (127 << 9) | (12 << 5) | 31
-    return ((t.tm_hour << 11) | (t.tm_min << 5) | (t.tm_sec // 2),
-            ((t.tm_year - 1980) << 9) | (t.tm_mon << 5) | t.tm_mday)
+    return ((hour << 11) | (minute << 5) | (second // 2),
+            ((year - 1980) << 9) | (month << 5) | day)
 
 
 class ZipLayout:
@@ -173,7 +178,7 @@ class ZipLayout:
         else:
             self._crcs[index] = crc
         version = VERSION_ZIP64 if extra else VERSION
-        dos_time, dos_date = _dos_time(entry.mtime)
+        dos_time, dos_date = _dos_time(entry.date_time)
         self._times[index] = dos_date << 16 | dos_time
         return LOCAL_HEADER.pack(LOCAL, version, flags, STORED, dos_time, dos_date, crc,
                                  size, size, len(name), len(extra)) + name + extra

@@ -23,6 +23,12 @@ FOLDER = stat.S_IFDIR | 0o755
 MTIME = time.mktime((2024, 5, 17, 13, 45, 30, 0, 0, -1))
 
 
+def local(mtime: float) -> tuple[int, int, int, int, int, int]:
+    """What hilltop.transfer.source passes as an Entry's date_time."""
+    year, month, day, hour, minute, second = time.localtime(mtime)[:6]
+    return year, month, day, hour, minute, second
+
+
 def write(layout: ZipLayout, contents: list[bytes]) -> bytes:
     """The archive as hilltop.transfer.source sends it: header, data, descriptor; then the end."""
     out = bytearray()
@@ -35,7 +41,8 @@ def write(layout: ZipLayout, contents: list[bytes]) -> bytes:
 
 
 def archive(files: dict[str, bytes], **limits: int) -> tuple[ZipLayout, bytes]:
-    entries = [Entry(name, len(data), FOLDER if name.endswith("/") else FILE, MTIME)
+    entries = [Entry(name, len(data), FOLDER if name.endswith("/") else FILE,
+                     local(MTIME))
                for name, data in files.items()]
     layout = ZipLayout(entries, **limits)
     return layout, write(layout, list(files.values()))
@@ -125,7 +132,7 @@ def test_more_than_65535_entries() -> None:
     (MTIME + 1, (2024, 5, 17, 13, 45, 30)),  # two-second resolution
 ])
 def test_dos_times(mtime: float, date_time: tuple[int, ...]) -> None:
-    layout = ZipLayout([Entry("f", 1, FILE, mtime)])
+    layout = ZipLayout([Entry("f", 1, FILE, local(mtime))])
     data = write(layout, [b"1"])
     assert zipfile.ZipFile(io.BytesIO(data)).getinfo("f").date_time == date_time
 
