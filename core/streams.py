@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from twisted.internet import defer
 from twisted.internet.abstract import isIPAddress, isIPv6Address
@@ -70,6 +70,15 @@ class ByteStream(Protocol):
         """A Deferred that fires (with None) once the connection is gone."""
 
 
+class _Connection(Protocol):
+    """What :class:`TCPStream` uses of its Twisted connection beyond ``ITransport``."""
+
+    def pauseProducing(self) -> None: ...
+    def resumeProducing(self) -> None: ...
+    def registerProducer(self, producer: Any, streaming: bool) -> None: ...
+    def unregisterProducer(self) -> None: ...
+
+
 class TCPStream(TwistedProtocol):
     """Twisted Protocol implementing :class:`ByteStream` over any stream transport."""
 
@@ -124,28 +133,33 @@ class TCPStream(TwistedProtocol):
             lost, self._on_lost = self._on_lost, None
             lost(self._lost_reason)
 
+    def _connection(self) -> _Connection:
+        """Our transport, as what it is: a Twisted connection is also a producer and consumer
+        (its interfaces are declared apart, so the type checker sees only ``ITransport``)."""
+        return cast(_Connection, self.transport)
+
     def pause_reading(self) -> None:
         if not self._paused and self.transport is not None and self._lost_reason is None:
             self._paused = True
-            self.transport.pauseProducing()
+            self._connection().pauseProducing()
 
     def resume_reading(self) -> None:
         if self._paused and self.transport is not None and self._lost_reason is None:
             self._paused = False
-            self.transport.resumeProducing()
+            self._connection().resumeProducing()
 
     def register_producer(self, producer: Any, streaming: bool) -> None:
-        self.transport.registerProducer(producer, streaming)
+        self._connection().registerProducer(producer, streaming)
 
     def unregister_producer(self) -> None:
         if self.transport is not None:
-            self.transport.unregisterProducer()
+            self._connection().unregisterProducer()
 
     def close(self) -> None:
         if self.transport is not None and self._lost_reason is None:
             if self._paused:  # a paused transport would never flush and close
                 self._paused = False
-                self.transport.resumeProducing()
+                self._connection().resumeProducing()
             self.transport.loseConnection()
 
     def when_closed(self) -> defer.Deferred[None]:
@@ -165,7 +179,7 @@ class TCPStream(TwistedProtocol):
         connection without TLS (a plugin's own transport keeps the reactor path), or once the
         connection is gone. Reading is the caller's to pause (:meth:`pause_reading`).
         """
-        transport = self.transport
+        transport: Any = self.transport  # a TCP or Unix connection, once _plain_socket says so
         if self._lost_reason is not None or not _plain_socket(transport):
             return defer.succeed(None)
         lent: defer.Deferred[socket.socket | None] = defer.Deferred()

@@ -259,7 +259,7 @@ class ConformanceSuite:
             [s.connect(through_json(s, r_hints)), r.connect(through_json(r, s_hints))],
             consumeErrors=True)
         for ok, value in results:
-            assert not ok and value.check(TransitError), value
+            assert not ok and isinstance(value, Failure) and value.check(TransitError), value
         await s.stop()
         await r.stop()
         await leaks.check()

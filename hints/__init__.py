@@ -18,9 +18,8 @@ from collections.abc import Collection
 from types import ModuleType
 from typing import Any
 
-from hilltop.errors import LocalError
+from hilltop.errors import LocalError, MalformedHintError
 from hilltop.hints import direct_tcp_v1, raw, relay_v1, tor_tcp_v1
-from hilltop.hints._tcp import MalformedHintError
 from hilltop.hints.raw import RawHint
 
 log = logging.getLogger(__name__)

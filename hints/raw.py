@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from hilltop.hints._tcp import MalformedHintError
+from hilltop.errors import MalformedHintError
 
 
 @dataclass(frozen=True)

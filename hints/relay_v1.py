@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
+from hilltop.errors import MalformedHintError
 from hilltop.hints import _tcp, direct_tcp_v1
 
 TYPE = "relay-v1"
@@ -46,7 +47,7 @@ def parse(obj: dict[str, Any]) -> Hint:
     obj = _tcp.require_dict(obj)
     inner = obj.get("hints")
     if not isinstance(inner, list):
-        raise _tcp.MalformedHintError(f"relay-v1 hint needs a list of hints, got {inner!r}")
+        raise MalformedHintError(f"relay-v1 hint needs a list of hints, got {inner!r}")
     outer_priority = _tcp.priority(obj)
     endpoints = []
     for item in inner:
@@ -57,6 +58,6 @@ def parse(obj: dict[str, Any]) -> Hint:
             ep = replace(ep, priority=outer_priority)
         endpoints.append(ep)
     if not endpoints:
-        raise _tcp.MalformedHintError("relay-v1 hint has no usable direct-tcp-v1 endpoint")
+        raise MalformedHintError("relay-v1 hint has no usable direct-tcp-v1 endpoint")
     name = obj.get("name")
     return Hint(tuple(endpoints), name if isinstance(name, str) and name else None)

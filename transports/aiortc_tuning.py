@@ -100,7 +100,7 @@ def install() -> bool:
     def put(self: Any, value: Any) -> None:
         setattr(self, slot, None if value is None else _WideReads(value))
 
-    cls._ssl = property(get, put)
+    setattr(cls, "_ssl", property(get, put))  # noqa: B010 (patching a class on purpose)
 
     # aiortc grows the congestion window until a loss (it ignores the peer's receive window);
     # with wide packets on a local path a loss is a full socket buffer, so cap the window
@@ -114,7 +114,7 @@ def install() -> bool:
     def put_cwnd(self: Any, value: Any) -> None:
         setattr(self, cwnd_slot, min(value, FLIGHT) if _state["wide"] else value)
 
-    rtcsctptransport.RTCSctpTransport._cwnd = property(get_cwnd, put_cwnd)
+    setattr(rtcsctptransport.RTCSctpTransport, "_cwnd", property(get_cwnd, put_cwnd))  # noqa: B010
     _state["installed"] = True
     return True
 

@@ -84,7 +84,12 @@ def _dial(session: TransitSession, sessions: _Sessions, host: str, port: int,
           description: str) -> defer.Deferred[Any]:
     manager = sessions.manager(session)
     inner: list[defer.Deferred[Any]] = []
-    result: defer.Deferred[Any] = defer.Deferred(lambda _d: [i.cancel() for i in inner])
+
+    def cancel_inner(_d: defer.Deferred[Any]) -> None:
+        for attempt in inner:
+            attempt.cancel()
+
+    result: defer.Deferred[Any] = defer.Deferred(cancel_inner)
 
     def go(_: Any) -> None:
         if result.called:

@@ -50,6 +50,12 @@ CONNECT_TIMEOUT = 30.0
 LABEL = "hilltop-transit"
 
 
+
+def _settle(future: asyncio.Future[None]) -> None:
+    """Resolve a one-shot event future, once (aiortc may fire an event again)."""
+    if not future.done():
+        future.set_result(None)
+
 class WebRTC:
     """Built-in transport: a WebRTC data channel, signalled through the mailbox."""
 
@@ -190,7 +196,7 @@ class _Run:
                 channel = pc.createDataChannel(LABEL, ordered=True)
                 stream = DataChannelStream(pc, channel)
                 opened: asyncio.Future[None] = loop.create_future()
-                channel.on("open", lambda: opened.done() or opened.set_result(None))
+                channel.on("open", lambda: _settle(opened))
                 await pc.setLocalDescription(await pc.createOffer())
                 self.signalling.send("offer", pc.localDescription.sdp, wide=wide)
                 answer = await self.signalling.receive()
@@ -462,8 +468,8 @@ class DataChannelStream:
                     if loop.time() > deadline:
                         break
                 if self.channel.readyState == "open":
-                    closed = loop.create_future()
-                    self.channel.once("close", lambda: closed.done() or closed.set_result(None))
+                    closed: asyncio.Future[None] = loop.create_future()
+                    self.channel.once("close", lambda: _settle(closed))
                     self.channel.close()
                     with contextlib.suppress(asyncio.TimeoutError):
                         await asyncio.wait_for(closed, 5.0)

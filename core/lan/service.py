@@ -25,6 +25,7 @@ from twisted.internet import defer
 from twisted.internet.error import CannotListenError
 
 from hilltop.errors import LocalError, NameTaken, NotFoundOnLan
+from hilltop.hints._tcp import usable_address
 from hilltop.lan import wire
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ def lan_interfaces(name: str | None = None, adapters: Iterable[Any] | None = Non
     names: list[str] = []
     for adapter in chosen:
         ips = [(ip.ip[0] if isinstance(ip.ip, tuple) else ip.ip) for ip in adapter.ips]
-        usable = [ip for ip in ips if wire.usable_address(ip)]
+        usable = [ip for ip in ips if usable_address(ip)]
         if not usable:
             continue
         names.append(adapter.nice_name)

@@ -18,7 +18,7 @@ import logging
 import os
 import shutil
 import tempfile
-from typing import Any
+from typing import Any, cast
 
 from twisted.internet import defer, endpoints, task
 from twisted.internet.error import ConnectError
@@ -168,7 +168,9 @@ class TorManager:
             proto = await ep.connect(Factory.forProtocol(Protocol))
         except Exception:
             return False
-        proto.transport.loseConnection()
+        connected = cast(Protocol, proto)  # Factory.forProtocol(Protocol) built exactly that
+        if connected.transport is not None:
+            connected.transport.loseConnection()
         return True
 
     # -- dialling ----------------------------------------------------------------------------

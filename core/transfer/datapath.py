@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from hilltop.rendezvous.capabilities import PeerCapabilities
     from hilltop.transfer.filesink import Sink
     from hilltop.transfer.source import Source
-    from hilltop.transit.runner import TransitConnection
+    from hilltop.transit.connection import TransitConnection
 
 Progress = Callable[[int], None]
 """Called with the number of bytes just moved."""

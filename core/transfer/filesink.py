@@ -60,7 +60,7 @@ often all along would wake the thread eight times as often for nothing."""
 _O_DIRECT = getattr(os, "O_DIRECT", 0)
 
 
-def write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes | memoryview) -> None:
     """Write every byte (os.write may write fewer); a seam tests use to simulate a full disk."""
     view = memoryview(data)
     while view:
@@ -272,7 +272,7 @@ class Offered:
         self.hash: Any = hashlib.sha256()
         self._closed = False
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | memoryview) -> None:
         raise NotImplementedError
 
     def complete(self, expected_sha256: str | None) -> str | None:
@@ -327,7 +327,7 @@ class _Spool(Offered):
         self._writeback_from = 0  # page-cache writes: where the last write-back request ended
         self._writeback: _WriteBack | None = None
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | memoryview) -> None:
         self._admit(data)
         if self.direct_io:  # decided now, so the caller may still say no before the first byte
             self.direct_io = False
@@ -448,7 +448,7 @@ class Sink:
             raise LocalError("internal error: without_direct_io() after data arrived")
         self._spool.direct_io = False
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | memoryview) -> None:
         """Append bytes from the peer. Raises ProtocolError past the offered size."""
         self._after("write")
         try:
@@ -549,7 +549,7 @@ class _Passthrough(Offered):
         self.direct_io = False  # the caller's object does its own writing
         self._file = fileobj
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | memoryview) -> None:
         self._admit(data)
         self._file.write(data)
         self._count(data)

@@ -169,7 +169,7 @@ class _Unpacker(Offered):
         self._dir_modes: list[tuple[str, int]] = []
         self._trimmer = Trimmer()  # one buffer per member: keep the heap from fragmenting
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | memoryview) -> None:
         self._admit(data)
         self._count(data)
         try:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 from hilltop.errors import ProtocolError, UnknownOfferError
 
@@ -38,6 +38,7 @@ def _want_count(body: dict[str, Any], key: str, what: str) -> int:
     value = body.get(key)
     if not _is_count(value):
         raise ProtocolError(f"peer sent a {what} offer with a bad {key!r}: {value!r}")
+    assert isinstance(value, int)  # _is_count said so
     return value
 
 
@@ -294,7 +295,10 @@ def parse_app_message(data: bytes) -> AppMessage:
     return Answer._from_body(obj[key])
 
 
-def _expect(cls: type, data: bytes) -> Any:
+_M = TypeVar("_M")
+
+
+def _expect(cls: type[_M], data: bytes) -> _M:
     message = parse_app_message(data)
     if not isinstance(message, cls):
         raise ProtocolError(f"expected a {cls.__name__} message, got {type(message).__name__}")

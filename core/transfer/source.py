@@ -34,7 +34,7 @@ import os
 import stat
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import BinaryIO
 
 from hilltop.errors import UnsendableError
@@ -152,7 +152,7 @@ class DirectorySource(Source):
         self.skipped = skipped
         self._layout = layout
         self._paths = paths  # of each entry, to open it
-        self._pieces_left: Iterator[bytes | memoryview | _Streamed] | None = None
+        self._pieces_left: Generator[bytes | memoryview | _Streamed, None, None] | None = None
         self._rest: bytes | memoryview = b""  # the unread tail of the current piece
         self._streaming: _Streamed | None = None  # the big file being read, if any
 
@@ -192,7 +192,7 @@ class DirectorySource(Source):
             return b""
         return piece
 
-    def _pieces(self) -> Iterator[bytes | memoryview | _Streamed]:
+    def _pieces(self) -> Generator[bytes | memoryview | _Streamed, None, None]:
         layout = self._layout
         whole = bytearray()  # one buffer for every small file, grown to the largest
         for index, (entry, path) in enumerate(zip(layout.entries, self._paths, strict=True)):
@@ -422,10 +422,10 @@ def _walk(root: str, unsendable: Callable[[str, str], None]
         for filename in sorted(filenames):
             full = os.path.join(dirpath, filename)
             rel = f"{folder}/{filename}" if folder else filename
-            st = _sendable_file(full, unsendable)
-            if st is not None and _utf8_ok(rel, full, unsendable):
+            file_st = _sendable_file(full, unsendable)
+            if file_st is not None and _utf8_ok(rel, full, unsendable):
                 sent_any = True
-                yield full, rel, st
+                yield full, rel, file_st
         # Only empty directories get an entry (others are implied by their contents), exactly
         # as official senders do: see the module docstring for why.
         if (folder and folder_stat and not sent_any and not dirnames

@@ -89,7 +89,7 @@ def transit_message(runner: TransitRunner, hints: Sequence[Any]) -> bytes:
     if not any(h.type == "webrtc-v1" for h in hints):  # say it only to a peer that speaks it
         types.pop("webrtc-v1", None)
     abilities = [{"type": t} for t in types]
-    return offers.TransitMsg(tuple(abilities), tuple(hints_to_wire(hints))).to_wire()
+    return offers.TransitMsg(tuple(abilities), tuple(hints_to_wire(list(hints)))).to_wire()
 
 
 # --- sender -----------------------------------------------------------------------------------

@@ -171,7 +171,7 @@ class ZipStreamReader:
     def done(self) -> bool:
         return self._state is _State.DONE
 
-    def feed(self, data: bytes) -> Iterator[Event]:
+    def feed(self, data: bytes | memoryview) -> Iterator[Event]:
         """Events for the bytes so far, lazily: a caller that stops on a bad event (too many
         bytes for the offer) never makes the reader inflate the rest of a zip bomb. Consume
         them all before the next :meth:`feed`."""

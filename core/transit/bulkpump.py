@@ -130,7 +130,12 @@ class Pump(Generic[T]):
 
     def exited(self) -> defer.Deferred[None]:
         d: defer.Deferred[None] = defer.Deferred()
-        self._exited.addBoth(lambda r: (d.callback(None), r)[1])
+
+        def fire(result: object) -> object:
+            d.callback(None)
+            return result
+
+        self._exited.addBoth(fire)
         return d
 
     def _finished(self, ok: bool, value: Any) -> None:

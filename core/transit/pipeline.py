@@ -85,7 +85,12 @@ class OrderedWorker:
             self._failed = True  # skip whatever is still queued
             self._in.put(_STOP)
         d: defer.Deferred[None] = defer.Deferred()
-        self._exited.addBoth(lambda r: (d.callback(None), r)[1])
+
+        def fire(result: object) -> object:
+            d.callback(None)
+            return result
+
+        self._exited.addBoth(fire)
         return d
 
     # worker thread

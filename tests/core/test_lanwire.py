@@ -7,6 +7,7 @@ import itertools
 import pytest
 
 from hilltop.errors import CodeFormatError, ProtocolError
+from hilltop.hints._tcp import usable_address
 from hilltop.lan import wire
 from hilltop.rendezvous import codes
 
@@ -86,7 +87,7 @@ def test_urls_put_ipv4_first_and_bracket_ipv6() -> None:
     assert wire.order_addresses(addrs) == ["198.18.0.11", "2001:2::11"]
     assert wire.mailbox_urls(addrs, 4000) == ["ws://198.18.0.11:4000/v1",
                                                  "ws://[2001:2::11]:4000/v1"]
-    assert not wire.usable_address("not an address")
+    assert not usable_address("not an address")
 
 
 def test_pick_nameplate_is_two_digits_and_avoids_taken_ones() -> None:
