@@ -12,7 +12,7 @@ import sys
 import zipfile
 
 from hilltop.transfer.offers import DirectoryOffer
-from hilltop.transfer.source import CHUNK_SIZE, Source
+from hilltop.transfer.source import Source
 
 
 def hostile_zip(kind: str) -> tuple[bytes, int]:
@@ -40,7 +40,7 @@ class BytesSource(Source):
         super().__init__(offer, "<hostile>")
         self._buf = io.BytesIO(data)
 
-    def read(self, n: int = CHUNK_SIZE) -> bytes:
+    def read(self, n: int) -> bytes:
         data = self._buf.read(n)
         self.position += len(data)
         return data

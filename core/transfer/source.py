@@ -41,18 +41,12 @@ from hilltop.errors import UnsendableError
 from hilltop.transfer.offers import DIRECTORY_MODE, DirectoryOffer, FileOffer
 from hilltop.transfer.zipwriter import Entry, ZipLayout
 
-CHUNK_SIZE = 16384
-"""Bytes per chunk when a :class:`Source` is iterated (tests, simple library callers).
-
-Not the record size: the transit data paths read records of the negotiated size with
-:meth:`Source.readinto` (:mod:`hilltop.transfer.datapath`) and never use this."""
-
 
 class Source:
     """What we send: the offer to announce and a reader that yields exactly ``size`` bytes.
 
     ``read(n)`` returns at most ``n`` bytes and ``b""`` only once all ``size`` bytes were read.
-    Iterating gives :data:`CHUNK_SIZE` chunks. Use as a context manager, or call :meth:`close`.
+    Use as a context manager, or call :meth:`close`.
     """
 
     offer: FileOffer | DirectoryOffer
@@ -85,10 +79,6 @@ class Source:
 
     def close(self) -> None:
         """Release open files; safe to call twice."""
-
-    def __iter__(self) -> Iterator[bytes]:
-        while chunk := self.read(CHUNK_SIZE):
-            yield chunk
 
     def __enter__(self) -> Source:
         return self

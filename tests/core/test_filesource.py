@@ -14,7 +14,7 @@ import pytest
 
 from hilltop.errors import UnsendableError
 from hilltop.transfer.offers import DirectoryOffer, FileOffer
-from hilltop.transfer.source import CHUNK_SIZE, DirectorySource, FileSource, open_source
+from hilltop.transfer.source import DirectorySource, FileSource, open_source
 from hilltop.transfer.zipwriter import SMALL_MEMBER
 
 
@@ -34,7 +34,7 @@ def _permissions_are_bypassed() -> bool:
 ROOT = _permissions_are_bypassed()
 
 
-def read_all(source, n: int = CHUNK_SIZE) -> bytes:
+def read_all(source, n: int = 16384) -> bytes:
     out = bytearray()
     while chunk := source.read(n):
         assert len(chunk) <= n
@@ -61,19 +61,13 @@ def make_tree(root: Path) -> Path:
 # --- files ---------------------------------------------------------------------------------------
 
 def test_file_offer_and_bytes(tmp_path: Path) -> None:
-    data = os.urandom(3 * CHUNK_SIZE + 5)
+    data = os.urandom(3 * 16384 + 5)
     (tmp_path / "blob.bin").write_bytes(data)
     with open_source("blob.bin", cwd=str(tmp_path)) as source:
         assert isinstance(source, FileSource)
         assert source.offer == FileOffer("blob.bin", len(data))
         assert source.size == len(data)
         assert read_all(source, 1000) == data
-
-
-def test_iterating_gives_record_sized_chunks(tmp_path: Path) -> None:
-    (tmp_path / "f").write_bytes(b"x" * (CHUNK_SIZE + 1))
-    with open_source(str(tmp_path / "f")) as source:
-        assert [len(c) for c in source] == [CHUNK_SIZE, 1]
 
 
 def test_empty_file(tmp_path: Path) -> None:
