@@ -43,20 +43,16 @@ WRITEBACK_EVERY = 8 * 1024 * 1024
 """Bytes written through the page cache between two requests to start writing them out
 (:class:`_WriteBack`).
 
-Why: a received file is fsync'ed before we acknowledge it, and 1 GiB of dirty pages took the
-kernel ~0.5 s to write at that moment, after the transfer (official receivers do not sync,
-so it made official -> hilltop look slower). Asking for write-back as the file arrives
-overlaps it with the transfer; the final fsync then waits for the last stretch only: 12-17 ms
-with a request every 32 MiB, 1-2 ms with one every 8 MiB (official -> hilltop, 1 GiB).
+Why: a received file is fsync'ed before we acknowledge it; asking for write-back as the file
+arrives overlaps that work with the transfer, so the final fsync waits for the last stretch
+only (1 GiB from an official sender: ~0.5 s of fsync before, 1-2 ms now; bench/README.md).
 """
 WRITEBACK_LAST = 1024 * 1024
 """Bytes between two write-back requests once no more than :data:`WRITEBACK_EVERY` are left.
 
-Why: the fsync before the ack waits for whatever was never asked for; with requests every
-8 MiB that was up to 8 MiB, and an official sender waited 21 ms (median of 4, 16 MiB) for
-our ack against 1 ms for an official receiver's, which does not sync. Asking every 1 MiB in
-the last 8 MiB brought it to 3.8 ms (1.1-1.6 ms from our last byte to our ack); asking that
-often all along would wake the thread eight times as often for nothing."""
+Why: the fsync before the ack waits for whatever was never asked for, and the peer waits for
+the ack; asking every 1 MiB near the end only (not all along, which would wake the thread
+eight times as often) cut an official sender's wait for our ack from 21 ms to 3.8 ms."""
 _O_DIRECT = getattr(os, "O_DIRECT", 0)
 
 

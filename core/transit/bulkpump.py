@@ -52,31 +52,22 @@ WAKE_AFTER = 1024 * 1024
 """Bytes the kernel gathers before it wakes the receiving thread (``SO_RCVLOWAT``), when the
 sender runs on this machine (:func:`same_host`); otherwise the thread wakes on every arrival.
 
-Why a threshold: a receiver faster than its sender sleeps between arrivals, and each time it
-does the sender's kernel has to wake it, from the sender's own ``send`` over loopback: a
-scheduler wake-up and an interprocessor interrupt, dear in a virtual machine. Without a
-threshold, an official magic-wormhole sender (one ``send`` per 16 KiB record) woke our
-thread ~30,000 times per GiB; at 256 KiB it still did ~3,600 times and used 0.2-0.3 s more
-CPU than beside an official receiver, which is never asleep because it is slower than the
-sender; that pair runs at the sender's pace, so its time went up by as much. At 1 MiB:
-~1,100 wake-ups, the pair ~6% faster (bench/README). Larger thresholds gained nothing more.
-
-Why only on the same machine: over a link with a real round-trip time the sender can stop
-short of the threshold (we did not trace why), and then nothing moves until the wait times
-out. Through a 40 ms delay line a 200 MB transfer took 14.7 s with 1 MiB and 45 s with
-256 KiB, against 3.5 s waking on every arrival; at 2 ms, 1.1 s against 0.67 s. A sender on
-another machine does not pay for our wake-ups anyway."""
+Why a threshold: every wake-up of a receiver that is faster than its sender is work (and an
+interprocessor interrupt) in the sender's own ``send`` over loopback; an official sender, one
+``send`` per 16 KiB record, woke us ~30,000 times per GiB without it and ~1,100 with it.
+Why only on the same machine: over a real round trip a sender can stop short of the
+threshold, and nothing moved until the wait timed out (200 MB at 40 ms from an official
+sender: 15.0 s, and 4.0 s reading every arrival; bench/README.md); a sender elsewhere does
+not pay for our wake-ups anyway."""
 FINAL_STRETCH = WAKE_AFTER + 256 * 1024
 """Once no more than this is left to come, the receiving thread wakes on every byte again.
 
 Why: a sender with Nagle's algorithm on (official magic-wormhole and the transit relay do
-not set ``TCP_NODELAY``) holds its last partial segment until the one before it is
-acknowledged, and a receiver that is not reading acknowledges a lone partial segment only
-when the delayed-ACK timer fires, 40 ms later. Waiting for :data:`WAKE_AFTER` bytes while
-the last ones were held that way cost every transfer from an official sender ~42 ms at the
-end (traced: the last ``recv`` waited 42.7 ms for 280 KB). Reading each arrival, as
-official's receiver does, acknowledges the partial segment at once. The held tail is under
-one segment (64 KiB even on loopback), so :data:`WAKE_AFTER` and 256 KiB more leaves room."""
+not set ``TCP_NODELAY``) holds its last partial segment until the one before is acknowledged,
+and a receiver that is not reading acknowledges it only when the 40 ms delayed-ACK timer
+fires: every transfer from an official sender ended with a ~42 ms stall. The held tail is
+under one segment (64 KiB even on loopback), so :data:`WAKE_AFTER` and 256 KiB more leaves
+room."""
 WAIT_SECONDS = REPORT_SECONDS
 """How long one blocked ``send``/``recv`` waits before looking at the stop flag again, and a
 receiver waits for :data:`WAKE_AFTER` bytes before it takes what there is (a slow link)."""
