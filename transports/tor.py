@@ -82,27 +82,8 @@ class _Sessions:
 
 def _dial(session: TransitSession, sessions: _Sessions, host: str, port: int,
           description: str) -> defer.Deferred[Any]:
-    manager = sessions.manager(session)
-    inner: list[defer.Deferred[Any]] = []
-
-    def cancel_inner(_d: defer.Deferred[Any]) -> None:
-        for attempt in inner:
-            attempt.cancel()
-
-    result: defer.Deferred[Any] = defer.Deferred(cancel_inner)
-
-    def go(_: Any) -> None:
-        if result.called:
-            return
-        factory = Factory.forProtocol(lambda: TCPStream(description))
-        d = manager.client_endpoint(host, port).connect(factory)
-        inner.append(d)
-        d.chainDeferred(result)
-
-    ready = manager.ready()
-    inner.append(ready)
-    ready.addCallbacks(go, lambda f: None if result.called else result.errback(f))
-    return result
+    factory = Factory.forProtocol(lambda: TCPStream(description))
+    return sessions.manager(session).when_ready_endpoint(host, port).connect(factory)
 
 
 class _OnionInbound(TCPStream):

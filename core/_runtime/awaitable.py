@@ -116,3 +116,16 @@ class Queue:
         waiters, self._waiters = self._waiters, []
         for d in waiters:
             d.errback(error)
+
+
+def once_fired(d: Deferred[Any]) -> Deferred[None]:
+    """A new Deferred that fires with None when ``d`` fires, however it ends, leaving ``d``'s
+    result to ``d``'s own callbacks: for callers who only wait for a thread to be gone."""
+    done: Deferred[None] = Deferred()
+
+    def fire(result: object) -> object:
+        done.callback(None)
+        return result
+
+    d.addBoth(fire)
+    return done

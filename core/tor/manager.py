@@ -184,10 +184,15 @@ class TorManager:
         return txtorcon.TorClientEndpoint(host, port, socks_endpoint=socks,
                                           reactor=self.reactor)
 
+    def when_ready_endpoint(self, host: str, port: int) -> IStreamClientEndpoint:
+        """An endpoint reaching ``host:port`` through Tor once it is found (callable before
+        :meth:`ready` fires; cancelling a connect cancels the wait too)."""
+        return _LazyTorEndpoint(self, host, port)
+
     def endpoint_factory(self, reactor: Any, host: str, port: int,
                          tls: bool) -> IStreamClientEndpoint:
         """For :class:`hilltop.api.Wormhole`: the mailbox WebSocket through Tor."""
-        ep: Any = _LazyTorEndpoint(self, host, port)
+        ep: Any = self.when_ready_endpoint(host, port)
         if tls:
             from hilltop._runtime.lazytls import wrap_client_tls
 

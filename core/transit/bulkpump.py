@@ -34,6 +34,7 @@ from typing import Any, Generic, TypeVar
 
 from twisted.internet import defer
 
+from hilltop._runtime.awaitable import once_fired
 from hilltop.errors import TransitError
 from hilltop.transit import records
 
@@ -120,14 +121,7 @@ class Pump(Generic[T]):
         return self.exited()
 
     def exited(self) -> defer.Deferred[None]:
-        d: defer.Deferred[None] = defer.Deferred()
-
-        def fire(result: object) -> object:
-            d.callback(None)
-            return result
-
-        self._exited.addBoth(fire)
-        return d
+        return once_fired(self._exited)
 
     def _finished(self, ok: bool, value: Any) -> None:
         self._succeeded = ok

@@ -23,6 +23,8 @@ from typing import Any
 
 from twisted.internet import defer
 
+from hilltop._runtime.awaitable import once_fired
+
 _STOP = object()
 
 
@@ -84,14 +86,7 @@ class OrderedWorker:
             self._stopped = True
             self._failed = True  # skip whatever is still queued
             self._in.put(_STOP)
-        d: defer.Deferred[None] = defer.Deferred()
-
-        def fire(result: object) -> object:
-            d.callback(None)
-            return result
-
-        self._exited.addBoth(fire)
-        return d
+        return once_fired(self._exited)
 
     # worker thread
     def _run(self) -> None:
