@@ -23,9 +23,16 @@ from hilltop.rendezvous.client import EndpointFactory, RendezvousClient, default
 from hilltop.transfer.offers import ErrorMsg
 
 if TYPE_CHECKING:  # a text message imports no transit code
+    from typing import BinaryIO
+
     from twisted.internet.interfaces import IReactorTime
 
+    from hilltop.transfer.offers import DirectoryOffer, FileOffer, TransitMsg
+    from hilltop.transfer.source import Source
     from hilltop.transit.options import TransitOptions
+
+    Accept = Callable[[FileOffer | DirectoryOffer], bool]
+    """Asked with the peer's offer; False refuses it."""
 
 APPID = key.APPID
 RELAY_URL = "ws://relay.magic-wormhole.io:4000/v1"
@@ -165,7 +172,7 @@ class Wormhole:
 
         return _dual(go())
 
-    def send_stream(self, fileobj: Any, name: str, size: int, *,
+    def send_stream(self, fileobj: BinaryIO, name: str, size: int, *,
                     transit: TransitOptions | None = None,
                     progress: Callable[[int], None] | None = None) -> DualDeferred[str | None]:
         """Offer ``size`` bytes read from ``fileobj`` as a file called ``name`` (result as for
@@ -176,7 +183,7 @@ class Wormhole:
         source = FileSource(FileOffer(name, size), name, fileobj)
         return _dual(self._send_source(source, transit, progress))
 
-    async def _send_source(self, source: Any, transit: TransitOptions | None,
+    async def _send_source(self, source: Source, transit: TransitOptions | None,
                            progress: Callable[[int], None] | None) -> str | None:
         from hilltop.transfer import story
         from hilltop.transit.options import TransitOptions
@@ -186,7 +193,7 @@ class Wormhole:
             self._reactor, self, source, transit or TransitOptions(),
             progress=progress or (lambda _n: None))
 
-    def receive_file(self, directory: str, *, accept: Callable[[Any], bool] = lambda _o: True,
+    def receive_file(self, directory: str, *, accept: Accept = lambda _o: True,
                      transit: TransitOptions | None = None,
                      progress: Callable[[int], None] | None = None) -> DualDeferred[str]:
         """Wait for a file or directory offer and save it inside ``directory``.
@@ -211,7 +218,7 @@ class Wormhole:
 
         return _dual(go())
 
-    def receive_stream(self, fileobj: Any, *, accept: Callable[[Any], bool] = lambda _o: True,
+    def receive_stream(self, fileobj: BinaryIO, *, accept: Accept = lambda _o: True,
                        transit: TransitOptions | None = None,
                        progress: Callable[[int], None] | None = None
                        ) -> DualDeferred[str | None]:
@@ -232,8 +239,8 @@ class Wormhole:
 
         return _dual(go())
 
-    async def _file_offer(self, accept: Callable[[Any], bool], transit: TransitOptions | None
-                          ) -> tuple[Any, Any, TransitOptions]:
+    async def _file_offer(self, accept: Accept, transit: TransitOptions | None
+                          ) -> tuple[FileOffer | DirectoryOffer, TransitMsg, TransitOptions]:
         """(offer, the peer's transit message, our options) once an offer was accepted."""
         from hilltop.transfer import story
         from hilltop.transfer.offers import TextOffer
@@ -244,6 +251,7 @@ class Wormhole:
         if isinstance(offer, TextOffer) or not accept(offer):
             self.send_message(ErrorMsg("transfer rejected").to_wire())
             raise LocalError("the offer was refused")
+        assert peer_transit is not None  # receive_offer refuses a file offer without hints
         return offer, peer_transit, transit or TransitOptions()
 
     # --- close ---------------------------------------------------------------------------
