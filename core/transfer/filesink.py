@@ -396,8 +396,7 @@ SINK_MOVES: dict[tuple[SinkState, str], SinkState] = {
     (SinkState.OPEN, "finish"): SinkState.FINISHED,
     (SinkState.OPEN, "abort"): SinkState.ABORTED,
     # Cleanup paths may abort again, or after a finish (leaving a ``with`` block): no-ops.
-    (SinkState.ABORTED, "abort"): SinkState.ABORTED,
-    (SinkState.FINISHED, "abort"): SinkState.FINISHED,
+    **{(ended, "abort"): ended for ended in (SinkState.ABORTED, SinkState.FINISHED)},
 }
 """The sink's transitions: data and the end only while open, abort always (idempotent).
 
