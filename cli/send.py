@@ -12,7 +12,7 @@ import click
 
 from hilltop import api
 from hilltop.cli import lan as cli_lan
-from hilltop.cli import output
+from hilltop.cli import output, prompts
 from hilltop.cli.common import GlobalOptions, run, zero_mode_code
 from hilltop.cli.progress import progress_bar
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
@@ -23,7 +23,7 @@ from hilltop.cli.transitopts import (
     transit_flags,
     transit_options,
 )
-from hilltop.errors import LocalError, TransferError
+from hilltop.errors import RejectedError, TransferError
 from hilltop.transfer import offers
 from hilltop.transit.options import TransitOptions
 
@@ -31,6 +31,8 @@ if TYPE_CHECKING:  # imported where a file is sent: a text message needs none of
     from hilltop.transfer.source import Source
 
 VERIFY_REJECTED = "sender rejected verification check, abandoned transfer"
+"""The ``error`` text official 0.24 sends when its user answers "no" to the verifier; official
+receivers print it as it is, so the same words reach the peer whichever client it runs."""
 
 
 @click.command()
@@ -87,7 +89,7 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
                 return await _send_file(reactor, w, source, options, announcement,
                                         hide_progress)
         assert text is not None
-        return await _send_text(w, text, announcement)
+        return await _send_text(reactor, w, text, announcement)
 
     async def main(reactor: Any) -> int:
         check_transport_names(options)
@@ -151,21 +153,30 @@ async def announce_code(w: api.Wormhole, how: Announcement) -> str:
     return code
 
 
-async def confirm_key(w: api.Wormhole, verify: bool) -> dict:
-    """Wait for the peer; with --verify ask the user to compare verifiers first."""
+async def confirm_key(reactor: Any, w: api.Wormhole, verify: bool) -> dict:
+    """Wait until the peer confirmed the key; with --verify let the user compare verifiers.
+
+    The question comes only once the peer's ``version`` arrived, as in official 0.24 (whose
+    verifier fires then): a wrong code fails before anyone is asked, and a "no" leaves at once.
+    Asked earlier, the rejection waited in the outbox for that confirmation, and the close
+    that follows the "no" dropped it, so the receiver waited forever. The answer is read off
+    the reactor thread (:func:`prompts.ask_yes_no`), so the mailbox keeps running meanwhile.
+    """
     verifier = await w.get_verifier()
-    if verify:
-        ok = output.ask_yes_no(f"Verifier {verifier.hex()}. ok? (yes/no): ")
-        if not ok:
-            w.send_message(offers.ErrorMsg(VERIFY_REJECTED).to_wire())
-            raise LocalError("verification rejected, transfer abandoned")
-    return await w.get_peer_versions()
+    versions = await w.get_peer_versions()
+    if verify and not await prompts.ask_yes_no(
+            reactor, f"Verifier {verifier.hex()}. ok? (yes/no): "):
+        w.send_message(offers.ErrorMsg(VERIFY_REJECTED).to_wire())
+        raise RejectedError("verification rejected: the transfer was abandoned "
+                            "and the receiver was told")
+    return versions
 
 
-async def _send_text(w: api.Wormhole, text: str, how: Announcement) -> int:
+async def _send_text(reactor: Any, w: api.Wormhole, text: str,
+                     how: Announcement) -> int:
     output.status(f"Sending text message ({len(text.encode('utf-8'))} bytes)")
     await announce_code(w, how)
-    await confirm_key(w, how.verify)
+    await confirm_key(reactor, w, how.verify)
     w.send_message(offers.TextOffer(text).to_wire())
     reply = offers.parse_app_message(await w.get_message())
     if isinstance(reply, offers.ErrorMsg):
@@ -191,7 +202,7 @@ async def _send_file(reactor: Any, w: api.Wormhole, source: Source,
         output.status(f"left out (unreadable): {skipped}")
     output.status(f"Sending {describe_offer(source.offer)}")
     await announce_code(w, how)
-    await confirm_key(w, how.verify)
+    await confirm_key(reactor, w, how.verify)
     with progress_bar(source.size, hide_progress) as update:
         from hilltop.transfer import story  # the transit machinery: only to send a file
 

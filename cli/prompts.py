@@ -1,0 +1,65 @@
+"""Questions a person answers while the reactor keeps running.
+
+Why: ``input()`` or ``sys.stdin.readline()`` on the reactor thread stops everything else, so
+the mailbox is neither read nor written until the person answers. That is how ``send
+--verify`` lost its "no": the peer's ``version`` sat unread in the socket, so the rejection
+waited in the outbox for a key confirmation that the close then threw away, and the receiver
+waited forever. Here the line is read on a thread and handed back with ``callFromThread``.
+
+The thread is a daemon reading the raw descriptor with ``os.read``, one byte at a time:
+Twisted's thread pool joins its workers at shutdown and ``sys.stdin``'s buffered reader holds
+a lock at interpreter exit, so either would turn Ctrl-C during the question into a hang (or a
+fatal "could not acquire lock" error) until someone pressed Enter. One byte at a time leaves
+whatever follows the answer on stdin unread.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Any
+
+from twisted.internet.defer import Deferred
+
+STDIN = 0
+
+YES = ("y", "yes")
+"""Every other answer, an empty line and a closed stdin count as no: declining is the safe side."""
+
+
+def read_line(reactor: Any, fd: int = STDIN) -> Deferred[str]:
+    """The next line from ``fd`` (without its newline; "" at end of input), read off the
+    reactor thread. Cancelling stops waiting; the thread ends with the process."""
+    answered: Deferred[str] = Deferred()
+
+    def deliver(line: str) -> None:
+        if not answered.called:  # cancelled meanwhile: nobody wants the line
+            answered.callback(line)
+
+    def read() -> None:
+        reactor.callFromThread(deliver, _read_line_blocking(fd))
+
+    threading.Thread(target=read, name="hilltop-prompt", daemon=True).start()
+    return answered
+
+
+async def ask_yes_no(reactor: Any, question: str, fd: int = STDIN) -> bool:
+    """Ask on stderr (stdout carries received data) and wait for yes or no without blocking."""
+    sys.stderr.write(question)
+    sys.stderr.flush()
+    answer = await read_line(reactor, fd)
+    return answer.strip().lower() in YES
+
+
+def _read_line_blocking(fd: int) -> str:
+    line = bytearray()
+    try:
+        while not line.endswith(b"\n"):
+            byte = os.read(fd, 1)
+            if not byte:
+                break
+            line += byte
+    except OSError:  # no usable stdin (closed, or a terminal that went away): no answer
+        return ""
+    return line.decode("utf-8", errors="replace").rstrip("\r\n")
