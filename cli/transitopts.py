@@ -17,7 +17,9 @@ if TYPE_CHECKING:
 
 def transit_flags(f: Callable[..., Any]) -> Callable[..., Any]:
     f = click.option("--listen/--no-listen", default=True,
-                     help="open a listening socket for direct connections (default: yes)")(f)
+                     help="open a listening socket for direct connections (default: yes); "
+                          "--no-listen also sends no local address (direct hints, LAN, "
+                          "WebRTC host candidates), so the peer is met at the relay")(f)
     f = click.option("--transports", metavar="LIST", default=None,
                      help="comma-separated transports that may take part, e.g. 'relay'; "
                           "see 'wormhole transports'")(f)
@@ -91,11 +93,16 @@ def no_plugins_chosen() -> bool:
 
 def app_versions(options: TransitOptions) -> dict[str, Any]:
     """Our advertisement for this run: an extension transport is offered only if this run may
-    use it (``--transports``), and none under ``--tor``."""
+    use it (``--transports``); none under ``--tor``, and webrtc not under ``--no-listen``
+    without a TURN server (it would decline, and the peer would gather for nothing)."""
     from hilltop import __version__
     from hilltop.rendezvous import capabilities
+    from hilltop.webrtc.settings import WebRTCSettings
 
-    allowed = () if options.tor else options.transports
+    allowed = options.transports
+    webrtc = options.settings.get(WebRTCSettings) or WebRTCSettings()
+    if options.tor or webrtc.under_no_listen(options.no_listen) is None:
+        allowed = ()  # webrtc, the one extension transport, stays off: do not offer it
     return capabilities.default_advertisement(__version__, allowed)
 
 

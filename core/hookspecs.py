@@ -58,6 +58,11 @@ class TransportInfo:
     * ``start_delay``: extra seconds added to this transport's scheduled start.
     * ``relay``: streams go through a transit relay, so the handshake first writes the relay
       line; the hints this transport contributes are also dialled by ourselves.
+    * ``inbound``: the hints it contributes invite the peer to connect *to us*, so streams
+      may arrive through ``session.offer_inbound`` until the race's overall time-out. False
+      for a transport whose hints only say "dial me the same way" (``webrtc``: both sides
+      dial, nothing is accepted), so a race whose attempts have all failed can end at once
+      instead of waiting 120 s for a connection that cannot come.
     * ``usable`` / ``why_not``: whether it can work right now, and if not, a one-line reason
       (e.g. "Tor is not running") for the user.
     * ``tor_note``: a few words for ``wormhole transports`` when ``--tor`` changes what the
@@ -69,6 +74,7 @@ class TransportInfo:
     tier: int = 0
     start_delay: float = 0.0
     relay: bool = False
+    inbound: bool = True
     usable: bool = True
     why_not: str = ""
     description: str = ""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -66,6 +67,47 @@ def test_webrtc_only_both_sides(ice_loopback: object, twenty_mb: Path, fresh_cod
     assert "Receiving (->webrtc " in received.stderr, received.describe()
     assert "webrtc" in sent.stderr, sent.describe()
     print([line for line in received.stderr.splitlines() if "Receiving (->" in line])
+
+
+def test_no_listen_both_sides_goes_through_the_relay(
+        ice_loopback: object, twenty_mb: Path, fresh_code: str, tmp_path: Path,
+        hilltop: Callable[..., Peer]) -> None:
+    """--no-listen on both hilltop peers, every transport allowed: with no TURN server webrtc
+    stays out (its host candidates would carry 127.0.0.2), so they meet at the relay."""
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    s = hilltop("send", "--hide-progress", "--no-listen", "--code", fresh_code, str(twenty_mb))
+    r = hilltop("receive", "--accept-file", "--hide-progress", "--no-listen", fresh_code,
+                cwd=dest)
+    received, sent = ok(r.finish(120)), ok(s.finish(120))
+    same(twenty_mb, dest / twenty_mb.name)
+    assert "Receiving (->relay " in received.stderr, received.describe()
+    assert "Sending (relay " in sent.stderr, sent.describe()
+
+
+def test_webrtc_failure_ends_both_sides_fast(fresh_code: str, tmp_path: Path,
+                                            twenty_mb: Path,
+                                            hilltop: Callable[..., Peer]) -> None:
+    """--transports webrtc and ICE cannot work (relay candidates only, and the TURN server
+    refuses, so neither side has a candidate): nothing else can connect and neither side
+    listens, so both fail within seconds, saying why, instead of waiting for the race's
+    120 s (or webrtc's own 30 s)."""
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    ice = ["--transports", "webrtc", "--webrtc-relay-only", "--turn",
+           "turn:127.0.0.1:9?transport=tcp", "--turn-user", "u", "--turn-password", "p"]
+    began = time.monotonic()
+    s = hilltop("send", "--hide-progress", *ice, "--code", fresh_code, str(twenty_mb))
+    r = hilltop("receive", "--accept-file", "--hide-progress", *ice, fresh_code, cwd=dest)
+    received, sent = r.finish(60), s.finish(60)
+    took = time.monotonic() - began
+    for result in (received, sent):
+        assert result.returncode == 1, result.describe()
+        assert "webrtc: we have no ICE candidate" in result.stderr, result.describe()
+        assert "Traceback" not in result.stderr, result.describe()
+    assert took < 25, f"took {took:.1f} s"
+    assert not (dest / twenty_mb.name).exists()
+    print(f"both sides failed after {took:.1f} s:", sent.stderr.strip().splitlines()[-1])
 
 
 @pytest.mark.interop

@@ -12,7 +12,9 @@ The tag is unlinkable to the code, and only the two peers can compute it; the tr
 the two tags in :class:`hilltop.lan.settings.LanSettings`, never the key. It stays quiet (no
 multicast) when there are no tags, under ``--tor``, when no interface has a LAN
 address, and when the mailbox is on loopback: then both peers are on this very host and direct
-TCP over loopback needs no discovery.
+TCP over loopback needs no discovery. Also under ``--no-listen``: with no listener there is
+nothing to announce, and even a query goes out from our LAN address to every host on the
+link, where users of that flag expect the relay and nothing that shows their address.
 """
 
 from __future__ import annotations
@@ -73,7 +75,8 @@ class Lan:
     @hookimpl
     def hilltop_transport_start(self, session: TransitSession) -> list[Any]:
         settings = session.settings.get(LanSettings) or LanSettings()
-        if session.tor or settings.tags is None or _loopback_url(settings.mailbox_url):
+        if (session.tor or session.no_listen or settings.tags is None
+                or _loopback_url(settings.mailbox_url)):
             return []
         from hilltop.lan.service import lan_interfaces
 
@@ -113,8 +116,7 @@ class _LanRun:
         self.stopped = False
 
     def start(self) -> None:
-        if not self.session.no_listen:
-            self._listen()
+        self._listen()
         self.task = asyncio.ensure_future(self._discover())
 
     def _listen(self) -> None:

@@ -19,7 +19,8 @@ How the two sides meet:
 ICE servers come from :class:`hilltop.webrtc.settings.WebRTCSettings` in ``session.settings``
 (``--stun``/``--turn`` or the config file); aiortc is always given an explicit list, so
 nothing public is contacted when none is configured. Under ``--tor`` the transport is off:
-ICE would reveal our addresses.
+ICE would reveal our addresses. Under ``--no-listen`` it offers TURN relay candidates only,
+or stays off without a TURN server (:meth:`WebRTCSettings.under_no_listen`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import importlib.util
 import logging
 from collections import deque
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from twisted.internet import defer
 from twisted.python.failure import Failure
@@ -48,6 +49,7 @@ HINT_TYPE = "webrtc-v1"
 CONNECT_TIMEOUT = 30.0
 """ICE declares failure only after about a minute; the race should not wait that long."""
 LABEL = "hilltop-transit"
+T = TypeVar("T")
 
 
 
@@ -71,6 +73,7 @@ class WebRTC:
             name=NAME,
             hint_types=(HINT_TYPE,),
             tier=0,
+            inbound=False,  # both sides dial their webrtc-v1 hint; nothing is accepted
             usable=usable,
             why_not="" if usable else "aiortc is not installed",
             description="WebRTC data channel (ICE hole punching, STUN/TURN via --stun/--turn); "
@@ -83,8 +86,11 @@ class WebRTC:
         settings = session.settings.get(WebRTCSettings)
         if session.tor or settings is None or settings.signalling is None:
             return []
+        allowed = settings.under_no_listen(session.no_listen)
+        if allowed is None:
+            return []  # --no-listen without TURN: host candidates would carry our addresses
         return defer.Deferred.fromFuture(
-            asyncio.ensure_future(self._start(session, settings.signalling, settings)))
+            asyncio.ensure_future(self._start(session, settings.signalling, allowed)))
 
     async def _start(self, session: TransitSession, signalling: Signalling,
                      settings: WebRTCSettings) -> list[Any]:
@@ -191,6 +197,7 @@ class _Run:
         wide = aiortc_tuning.install()  # from now on we read wide packets: we may say so
         self.pc = pc = RTCPeerConnection(_rtc_config(self.servers, self.relay_only))
         loop = asyncio.get_running_loop()
+        failed = _failure_of(pc)
         try:
             if self.session.role == "sender":
                 channel = pc.createDataChannel(LABEL, ordered=True)
@@ -199,12 +206,13 @@ class _Run:
                 channel.on("open", lambda: _settle(opened))
                 await pc.setLocalDescription(await pc.createOffer())
                 self.signalling.send("offer", pc.localDescription.sdp, wide=wide)
+                _check_gathered(pc.localDescription.sdp)
                 answer = await self.signalling.receive()
                 if answer.kind != "answer":
                     raise TransitError(f"webrtc: the peer sent {answer.kind}, not an answer")
                 peer_wide = answer.wide
                 await pc.setRemoteDescription(RTCSessionDescription(answer.sdp, "answer"))
-                await opened
+                await _unless_failed(opened, failed)
             else:
                 arrived: asyncio.Future[DataChannelStream] = loop.create_future()
 
@@ -221,7 +229,8 @@ class _Run:
                 await pc.setRemoteDescription(RTCSessionDescription(offer.sdp, "offer"))
                 await pc.setLocalDescription(await pc.createAnswer())
                 self.signalling.send("answer", pc.localDescription.sdp, wide=wide)
-                stream = await arrived
+                _check_gathered(pc.localDescription.sdp)
+                stream = await _unless_failed(arrived, failed)
             pair = _nominated(pc)
             stream.description = f"{NAME} {_describe(pair)}"
             if wide and peer_wide and _is_local(pair):
@@ -243,6 +252,38 @@ class _Run:
             pc, self.pc = self.pc, None
             return defer.Deferred.fromFuture(asyncio.ensure_future(pc.close()))
         return None
+
+
+def _check_gathered(sdp: str) -> None:
+    """Fail now if we gathered no ICE candidate: aiortc then never starts ICE, so nothing
+    would report the failure before :data:`CONNECT_TIMEOUT`. Called after our description
+    went out, so the peer's attempt is not left waiting for it either."""
+    if not any(line.startswith("a=candidate:") for line in sdp.splitlines()):
+        raise TransitError("webrtc: we have no ICE candidate (no usable address, "
+                           "or the TURN server gave none)")
+
+
+def _failure_of(pc: Any) -> asyncio.Future[None]:
+    """A future that resolves once the peer connection has failed (ICE checked every pair,
+    or DTLS broke). aiortc then never opens the channel; without this the attempt sat out
+    :data:`CONNECT_TIMEOUT` although aioice had given up at once (no pair at all)."""
+    failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def check() -> None:
+        if pc.connectionState == "failed":
+            _settle(failed)
+
+    pc.on("connectionstatechange", check)
+    return failed
+
+
+async def _unless_failed(waiting: asyncio.Future[T], failed: asyncio.Future[None]) -> T:
+    """``waiting``'s result, or a :class:`TransitError` as soon as ``failed`` resolves."""
+    either: list[asyncio.Future[Any]] = [waiting, failed]
+    await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+    if waiting.done():
+        return waiting.result()
+    raise TransitError("webrtc: ICE found no working candidate pair")
 
 
 def _nominated(pc: Any) -> Any:

@@ -17,6 +17,15 @@ Timing follows the official client (protocol summary §5.5), with every number c
 Winning: the *sender* takes the first attempt whose handshake is Ready (it says go there and
 nevermind on any that become ready later); the *receiver* takes the first attempt that got go.
 Every other started attempt is cancelled.
+
+Losing early: the race fails as soon as no attempt is running or scheduled *and nothing more
+can arrive*. Our dials are all known up front (the peer's hints came before the race), so
+only an inbound connection could still come, and only if we offered the peer something to
+dial: that is ``listening``, which the runner sets when a transport whose hints invite
+inbound connections contributed one (``TransportInfo.inbound``). A side that listens keeps
+waiting until ``overall_timeout``, since the peer may still be dialling it; a side that does
+not (``--no-listen``, or only ``webrtc``, where both sides dial) fails with every attempt's
+reason at once: with ``--transports webrtc`` that is when ICE gives up (30 s), not 120 s.
 """
 
 from __future__ import annotations
@@ -135,7 +144,11 @@ class _Attempt:
 
 
 class Race:
-    """One race per transit session. ``listening`` keeps it alive for inbound connections."""
+    """One race per transit session.
+
+    ``listening``: we offered the peer something to dial, so an inbound connection may come
+    until ``overall_timeout`` and the race stays open after our own attempts have failed.
+    """
 
     def __init__(
         self,

@@ -203,8 +203,8 @@ class TransitRunner:
             for hint in got:
                 hints.append(hint)
                 self._own.append((transport, hint))
-                if not transport.info.relay:
-                    self._listening = True
+                if transport.info.inbound and not transport.info.relay:
+                    self._listening = True  # the peer may dial this hint: keep the race open
         log.debug("our transit hints: %s", [str(h) for h in hints])
         return hints
 

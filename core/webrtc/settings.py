@@ -9,7 +9,7 @@ STUN server is ever contacted unasked.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -42,6 +42,24 @@ class WebRTCSettings:
     ice_servers: tuple[IceServer, ...] = ()
     relay_only: bool = False
     signalling: Signalling | None = field(default=None, compare=False)
+
+    @property
+    def has_turn(self) -> bool:
+        """A TURN server is configured, so relay candidates can be gathered."""
+        return any(urlparse(s.urls).scheme in ("turn", "turns") for s in self.ice_servers)
+
+    def under_no_listen(self, no_listen: bool) -> WebRTCSettings | None:
+        """The settings a session may use, or None when the transport must stay out of it.
+
+        ``--no-listen`` promises that no local address reaches the peer (users choose it to
+        force the relay and keep their address private), and ICE host and server-reflexive
+        candidates carry exactly those. So under it we offer TURN relay candidates only,
+        which aioice gathers from the TURN server alone and whose related address it hides
+        (0.0.0.0); with no TURN server we decline: no hint, no signal, no peer connection.
+        """
+        if not no_listen or self.relay_only:
+            return self
+        return replace(self, relay_only=True) if self.has_turn else None
 
 
 def stun_server(url: str) -> IceServer:

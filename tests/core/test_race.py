@@ -309,3 +309,48 @@ def test_an_illegal_attempt_move_names_state_and_event() -> None:
     with pytest.raises(IllegalTransition, match=r"'start' in AttemptState.WON"):
         attempt.move("start")
     assert attempt.state is A.WON
+
+
+# -- ending early: nothing running, nothing scheduled, nothing can arrive ------------------------
+WEBRTC = Candidate("w1", tier=0, label="webrtc webrtc-v1")
+
+
+def failed_at(d: Driver) -> float:
+    [(when, _)] = [(t, a) for t, a in d.log if isinstance(a, RaceFailed)]
+    return when
+
+
+def test_the_only_attempt_failing_ends_the_race_then_when_nothing_can_arrive() -> None:
+    """--transports webrtc: ICE gives up at 30 s and we offered nothing to dial, so the race
+    fails at 30 s with the attempt's reason, not at the 120 s overall time-out."""
+    for role in ("sender", "receiver"):
+        d = Driver(role, {"w1": FakeTransport(fail_after=30)}, candidates=[WEBRTC])
+        d.run()
+        assert failed_at(d) == 30.0
+        [failed] = d.of(RaceFailed)
+        assert "webrtc webrtc-v1: refused" in failed.reason and "120" not in failed.reason
+        assert d.race.next_deadline() is None
+
+
+def test_a_scheduled_relay_keeps_the_race_open_until_it_fails_too() -> None:
+    d = Driver("receiver", {"d1": FakeTransport(fail_after=0.5), "r1": FakeTransport(fail_after=1)},
+               candidates=[DIRECT, RELAY])
+    d.run()
+    assert d.started == {"d1": 0.0, "r1": 2.0}  # d1 failed at 0.5 s, but r1 was still to come
+    assert failed_at(d) == 3.0
+
+
+def test_a_listening_side_waits_for_inbound_after_its_dials_failed() -> None:
+    """The peer may still dial our hints, so a side that listens keeps the race open until the
+    overall time-out, and an inbound connection that comes meanwhile can still win."""
+    race = Race("sender", [DIRECT], now=0.0, listening=True)
+    race.attempt_failed("d1", "refused", 1.0)
+    race.handle_timer(50.0)
+    assert StartAttempt("d1") in race.actions() and race.next_deadline() == 120.0
+    race.inbound("in1", 50.0, "inbound 192.0.2.5")
+    race.attempt_ready("in1", 51.0)
+    assert race.actions() == [SendGo("in1"), Winner("in1")]
+
+    d = Driver("sender", {"d1": FakeTransport(fail_after=1)}, candidates=[DIRECT], listening=True)
+    d.run()
+    assert failed_at(d) == 120.0

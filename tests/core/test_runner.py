@@ -15,7 +15,7 @@ from twisted.internet import defer
 from twisted.internet.task import deferLater
 
 from hilltop.errors import TransitError
-from hilltop.hints import direct_tcp_v1, parse_hints
+from hilltop.hints import RawHint, direct_tcp_v1, parse_hints
 from hilltop.hookspecs import TransportInfo, hookimpl
 from hilltop.transit.connection import TransitConnection
 from hilltop.transit.plugins import load_transports
@@ -274,3 +274,66 @@ async def test_exploding_plugin_does_not_break_the_race() -> None:
     cs, cr = await pair(s, r)
     await exchange(cs, cr)
     await finish(reactor, leaks, s, r, cs, cr)
+
+
+class Meet:
+    """Like webrtc: both sides contribute a hint that says "dial me the same way" and dial
+    the peer's; ``inbound`` says whether a listener stands behind the hint."""
+
+    api = 1
+
+    def __init__(self, inbound: bool) -> None:
+        self.inbound = inbound
+
+    @hookimpl
+    def hilltop_transport_info(self) -> TransportInfo:
+        return TransportInfo(name="meet", hint_types=("meet-v1",), inbound=self.inbound)
+
+    @hookimpl
+    def hilltop_transport_start(self, session):
+        return [RawHint.make("meet-v1", priority=0.0)]
+
+    @hookimpl
+    def hilltop_transport_connect(self, hint, session):
+        if hint.type != "meet-v1":
+            return None
+
+        def give_up() -> None:
+            raise TransitError("no working candidate pair")
+
+        return deferLater(session.reactor, 0.2, give_up)
+
+
+async def race_alone(reactor, inbound: bool) -> tuple[float, str]:
+    """The receiver's race over the peer's meet-v1 hint, whose dial fails after 0.2 s:
+    how long connect() took to fail, and why."""
+    r = TransitRunner(reactor, "receiver", TK, config=RaceConfig(overall_timeout=3.0),
+                      transports=load_transports(eps=[], extra=[Meet(inbound)]))
+    await r.our_hints()
+    began = reactor.seconds()
+    with pytest.raises(TransitError) as failed:
+        await r.connect([RawHint.make("meet-v1", priority=0.0)])
+    await r.stop()
+    return reactor.seconds() - began, str(failed.value)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_hint_without_a_listener_does_not_keep_a_failed_race_open() -> None:
+    """--transports webrtc: once its one attempt failed nothing can come in, so the race
+    fails then, with the attempt's reason, not at the overall time-out."""
+    from twisted.internet import reactor
+
+    leaks = Leaks(reactor)
+    took, why = await race_alone(reactor, inbound=False)
+    assert took < 1.5, why
+    assert "no working candidate pair" in why and "within" not in why
+    await leaks.check()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_hint_with_a_listener_keeps_the_race_open_for_the_peer() -> None:
+    """The peer may still dial a hint with a listener behind it: wait the whole race."""
+    from twisted.internet import reactor
+
+    took, why = await race_alone(reactor, inbound=True)
+    assert took >= 2.9 and "within 3 s" in why

@@ -45,6 +45,23 @@ def test_declines_under_tor() -> None:
     assert Lan().hilltop_transport_start(session) == []
 
 
+def test_declines_under_no_listen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--no-listen: no listener to announce, and not even a query (it leaves from our LAN
+    address to every host on the link); the interfaces are not even looked up."""
+    from hilltop.lan import service
+
+    def looked(name: object) -> object:
+        raise AssertionError("the lan transport looked for interfaces under --no-listen")
+
+    monkeypatch.setattr(service, "lan_interfaces", looked)
+    settings = TransportSettings(LanSettings(tags=TAGS, mailbox_url="ws://198.18.0.1:4000/v1"))
+    session = TransitSession(reactor=NoReactor(), role="receiver", no_listen=True,
+                             settings=settings)
+    lan = Lan()
+    assert lan.hilltop_transport_start(session) == []
+    assert lan.hilltop_transport_stop() is None
+
+
 def test_loopback_url() -> None:
     assert _loopback_url("ws://127.0.0.2:1/v1")
     assert not _loopback_url("ws://relay.magic-wormhole.io:4000/v1")

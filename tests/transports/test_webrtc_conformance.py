@@ -19,11 +19,16 @@ from typing import Any
 import pytest
 import pytest_twisted
 from twisted.internet import defer
+from twisted.internet.task import deferLater
 
+from hilltop.hints import parse_transit_helper
 from hilltop.hookspecs import TransitSession
+from hilltop.lan.settings import LanSettings, LanTags
 from hilltop.testing import ConformanceSuite, TransportSubject, close_and_stop, exchange, pair
+from hilltop.transit.plugins import load_configured
+from hilltop.transit.runner import TransitRunner
 from hilltop.transit.settings import TransportSettings
-from hilltop.webrtc.settings import WebRTCSettings
+from hilltop.webrtc.settings import IceServer, WebRTCSettings
 from hilltop.webrtc.signals import Signal
 
 pytest.importorskip("aiortc")
@@ -70,8 +75,9 @@ def second_loopback_address() -> Iterator[None]:
 
 
 def side(signalling: QueueSignalling) -> dict[str, Any]:
-    return {"no_listen": True,
-            "settings": TransportSettings(WebRTCSettings(ice_servers=(), signalling=signalling))}
+    # not --no-listen: without a TURN server webrtc would stay out (host candidates are
+    # local addresses); only webrtc is loaded, so nothing else listens
+    return {"settings": TransportSettings(WebRTCSettings(ice_servers=(), signalling=signalling))}
 
 
 class TestWebRTC(ConformanceSuite):
@@ -193,8 +199,12 @@ def test_off_under_tor_without_touching_aiortc() -> None:
     socket, no candidate gathering, no signal (checked in a fresh interpreter)."""
     script = """
 import sys
+from hilltop.hints import parse_transit_helper
 from hilltop.hookspecs import TransitSession
+from hilltop.lan.settings import LanSettings, LanTags
 from hilltop.transit.plugins import load_configured
+from hilltop.transit.plugins import load_configured
+from hilltop.transit.runner import TransitRunner
 from hilltop.transit.settings import TransportSettings
 from hilltop.webrtc.channel import MailboxSignalling
 from hilltop.webrtc.settings import WebRTCSettings
@@ -214,3 +224,82 @@ assert not [m for m in sys.modules if m.split(".")[0] in ("aiortc", "aioice", "a
                          timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "off under --tor"
+
+
+# -- --no-listen: no address of ours reaches the peer --------------------------------------------
+UNREACHABLE_TURN = IceServer("turn:127.0.0.1:9?transport=tcp", "user", "password")
+
+
+@pytest_twisted.ensureDeferred
+async def test_no_listen_gives_the_peer_no_address_of_ours(
+        second_loopback_address: None) -> None:
+    """Every built-in transport under --no-listen, with a relay configured: the hints are the
+    relay's alone, and webrtc (no TURN server) sends no signal and no host candidate."""
+    from twisted.internet import reactor
+
+    sig = QueueSignalling()
+    sig.peer = QueueSignalling()
+    settings = TransportSettings(
+        WebRTCSettings(ice_servers=(), signalling=sig),
+        LanSettings(tags=LanTags.derive(b"k" * 32, "sender"), mailbox_url="ws://198.18.0.1/v1"))
+    r = TransitRunner(reactor, "sender", bytes(32), transports=load_configured(["direct-tcp",
+                      "relay", "lan", "webrtc"]), no_listen=True, settings=settings,
+                      transit_helpers=[parse_transit_helper("tcp:198.18.0.9:4001")])
+    hints = await r.our_hints()
+    await deferLater(reactor, 1.0, lambda: None)  # a signal would have gone out by now
+    await r.stop()
+    assert [h.to_wire() for h in hints] == [
+        {"type": "relay-v1", "hints": [{"type": "direct-tcp-v1", "hostname": "198.18.0.9",
+                                        "port": 4001, "priority": 0.0}]}]
+    assert sig.sent == [] and sig.peer.inbox.empty()
+
+
+@pytest_twisted.ensureDeferred
+async def test_no_listen_with_turn_offers_relay_candidates_only(
+        second_loopback_address: None) -> None:
+    """Under --no-listen with a TURN server the offer carries no host candidate (here the
+    TURN server refuses, so it carries no candidate at all), and no local address."""
+    from twisted.internet import reactor
+
+    sig = QueueSignalling()
+    sig.peer = QueueSignalling()
+    session = TransitSession(reactor, "sender", no_listen=True, settings=TransportSettings(
+        WebRTCSettings(ice_servers=(UNREACHABLE_TURN,), signalling=sig)))
+    plugin = WebRTC()
+    [hint] = await defer.maybeDeferred(plugin.hilltop_transport_start, session)
+    assert hint.type == "webrtc-v1"
+    offer = await defer.Deferred.fromFuture(asyncio.ensure_future(
+        asyncio.wait_for(sig.peer.inbox.get(), 20)))
+    await defer.maybeDeferred(plugin.hilltop_transport_stop, session)
+    candidates = [line for line in offer.sdp.splitlines() if line.startswith("a=candidate")]
+    assert not [c for c in candidates if " typ relay" not in c], offer.sdp
+    assert "127.0.0.2" not in offer.sdp, offer.sdp
+
+
+def test_no_listen_settings() -> None:
+    """The decision itself: relay candidates only with TURN, else stay out."""
+    plain = WebRTCSettings(ice_servers=(IceServer("stun:198.18.0.1:3478"),))
+    turn = WebRTCSettings(ice_servers=(UNREACHABLE_TURN,))
+    assert plain.under_no_listen(False) is plain
+    assert plain.under_no_listen(True) is None
+    assert turn.under_no_listen(True) == WebRTCSettings((UNREACHABLE_TURN,), relay_only=True)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_failed_peer_connection_ends_the_wait_at_once() -> None:
+    """When ICE has checked every pair and failed, aiortc never opens the channel: the
+    attempt fails then, not after CONNECT_TIMEOUT (30 s)."""
+    from hilltop.errors import TransitError
+    from hilltop.transports.webrtc import _unless_failed
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        opened, failed = loop.create_future(), loop.create_future()
+        loop.call_later(0.05, failed.set_result, None)
+        with pytest.raises(TransitError, match="ICE found no working candidate pair"):
+            await asyncio.wait_for(_unless_failed(opened, failed), 5)
+        opened, failed = loop.create_future(), loop.create_future()
+        loop.call_later(0.05, opened.set_result, "channel")
+        assert await _unless_failed(opened, failed) == "channel"
+
+    await defer.Deferred.fromFuture(asyncio.ensure_future(scenario()))
