@@ -60,7 +60,7 @@ def report_unexpected(error: BaseException, traceback: str, *, fatal: bool = Tru
             report.write(traceback)
     except OSError:
         say(f"unexpected {summary} (a bug in hilltop)")
-        sys.stderr.write(traceback)
+        sys.stderr.write(output.terminal_safe(traceback, multiline=True))
         return
     say(f"unexpected {summary}; this is a bug in hilltop, details in {path}")
 
@@ -90,8 +90,9 @@ def _route_twisted_log() -> None:
                 output.status(f"Warning: {formatEvent(event)}")
         elif "warning" in event and "category" in event:
             category = str(event["category"]).removeprefix("builtins.")
-            sys.stderr.write(f"{event.get('filename')}:{event.get('lineno')}: "
-                             f"{category}: {event['warning']}\n")
+            sys.stderr.write(output.terminal_safe(
+                f"{event.get('filename')}:{event.get('lineno')}: "
+                f"{category}: {event['warning']}\n", multiline=True))
 
     # Twisted calls any callable observer; the interface is only declared for classes.
     globalLogBeginner.beginLoggingTo([cast(ILogObserver, observe)], redirectStandardIO=False)
