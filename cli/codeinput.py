@@ -8,9 +8,11 @@ typed (as the official client does, so the PAKE can start the moment the words a
 from __future__ import annotations
 
 import sys
+import threading
 from typing import Any
 
-from twisted.internet.threads import blockingCallFromThread, deferToThread
+from twisted.internet.defer import Deferred
+from twisted.internet.threads import blockingCallFromThread
 
 from hilltop.api import Wormhole
 from hilltop.errors import LocalError
@@ -59,10 +61,39 @@ def _prompt(completer: _Completer | None) -> str:
         raise LocalError("no code was entered") from None
 
 
+def _prompt_in_background(reactor: Any, completer: _Completer | None) -> Deferred[str]:
+    """The typed code, read by a daemon thread of its own.
+
+    Why not ``deferToThread``: the reactor's thread pool is joined when the reactor stops, and
+    nothing can wake a thread blocked in ``input()``, so a SIGTERM or Ctrl-C at the prompt
+    left the command waiting until someone pressed Enter. A daemon thread is left behind
+    instead; an answer that comes after the interrupt cancelled the wait is dropped.
+    """
+    answer: Deferred[str] = Deferred()
+
+    def settle(outcome: str | LocalError) -> None:
+        if answer.called:  # cancelled by an interrupt
+            return
+        if isinstance(outcome, LocalError):
+            answer.errback(outcome)
+        else:
+            answer.callback(outcome)
+
+    def ask() -> None:
+        try:
+            outcome: str | LocalError = _prompt(completer)
+        except LocalError as err:
+            outcome = err
+        reactor.callFromThread(settle, outcome)
+
+    threading.Thread(target=ask, name="code prompt", daemon=True).start()
+    return answer
+
+
 async def read_code(reactor: Any, w: Wormhole, length: int) -> str:
     """Prompt for the code (completion on a terminal), then set it on ``w``."""
     interactive = sys.stdin.isatty()
     completer = _Completer(reactor, w, length) if interactive else None
-    typed = (await deferToThread(_prompt, completer)).strip()
+    typed = (await _prompt_in_background(reactor, completer)).strip()
     w.set_code(typed)
     return typed

@@ -7,6 +7,7 @@ command module can import it without importing every other command.
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -60,7 +61,7 @@ def report_unexpected(error: BaseException, traceback: str, *, fatal: bool = Tru
             report.write(traceback)
     except OSError:
         say(f"unexpected {summary} (a bug in hilltop)")
-        sys.stderr.write(traceback)
+        sys.stderr.write(output.terminal_safe(traceback, multiline=True))
         return
     say(f"unexpected {summary}; this is a bug in hilltop, details in {path}")
 
@@ -90,8 +91,9 @@ def _route_twisted_log() -> None:
                 output.status(f"Warning: {formatEvent(event)}")
         elif "warning" in event and "category" in event:
             category = str(event["category"]).removeprefix("builtins.")
-            sys.stderr.write(f"{event.get('filename')}:{event.get('lineno')}: "
-                             f"{category}: {event['warning']}\n")
+            sys.stderr.write(output.terminal_safe(
+                f"{event.get('filename')}:{event.get('lineno')}: "
+                f"{category}: {event['warning']}\n", multiline=True))
 
     # Twisted calls any callable observer; the interface is only declared for classes.
     globalLogBeginner.beginLoggingTo([cast(ILogObserver, observe)], redirectStandardIO=False)
@@ -129,7 +131,15 @@ def run(main: Callable[[Any], Coroutine[Any, Any, int | None]]) -> None:
         with contextlib.suppress(ReactorNotRunning):  # already stopping (interrupted)
             reactor.stop()
 
+    def interrupt(signum: int, frame: Any) -> None:
+        """Twisted's own SIGINT/SIGTERM handlers call ``reactor.stop`` unguarded, so a signal
+        that came while the command was already ending (a second Ctrl-C, a SIGTERM as the
+        last reply arrived) logged ReactorNotRunning, reported as a bug in hilltop."""
+        reactor.callFromThread(stop, None)
+
     def start() -> None:
+        for signum in (signal.SIGINT, signal.SIGTERM):  # after Twisted installed its own
+            signal.signal(signum, interrupt)
         d = ensureDeferred(main(reactor))
         running.append(d)
         d.addCallbacks(done, failed)
@@ -154,5 +164,21 @@ def run(main: Callable[[Any], Coroutine[Any, Any, int | None]]) -> None:
     reactor.run()
     if result["status"] is None:
         output.error("interrupted before the transfer finished")
-        sys.exit(130)
+        _exit_at_once(130)
     sys.exit(result["status"])
+
+
+def _exit_at_once(status: int) -> None:
+    """Exit without the interpreter's shutdown, after the reactor cleaned up the transfer.
+
+    An interrupt can leave a daemon thread blocked in a read of stdin (the code prompt), and
+    the interpreter's shutdown then aborts ("could not acquire lock for <stdin> at interpreter
+    shutdown", exit status -6) instead of exiting with ``status``. The transfer has already
+    been cancelled and cleaned up by then, so only the output buffers are left to flush.
+    """
+    import os
+
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(status)

@@ -1,22 +1,84 @@
-"""Everything the CLI says to a person goes through here: stderr for status, stdout for data."""
+"""Everything the CLI says to a person goes through here: stderr for status, stdout for data.
+
+Much of what is said comes from the peer (its text message, file names, refusals, error
+texts) or from the network (server and LAN answers), so every line is passed through
+:func:`terminal_safe` on its way out: a peer must not be able to clear the screen, retitle the
+terminal or print a line that looks like ours.
+"""
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import TextIO
 
+_CONTROLS = "\x00-\x1f\x7f-\x9f"
+"""C0, DEL and C1: ESC starts every terminal escape sequence, 0x9b (CSI) is its one-byte form
+on terminals that take 8-bit controls, BEL rings, CR and backspace overwrite what is shown."""
+
+_LOOKS_ONLY = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029"
+"""Bidi overrides, embeddings, isolates and marks reorder what follows them (a name can show
+as ``txt.exe`` while being ``exe.txt``); the line and paragraph separators break lines on some
+terminals."""
+
+_SURROGATES = "\ud800-\udfff"
+"""Lone surrogates are valid in JSON ("\\ud800") but not in UTF-8: printed raw they would end
+the command with an encoding error, so they are always shown escaped."""
+
+_UNSAFE_IN_LINE = re.compile(f"[{_CONTROLS}{_LOOKS_ONLY}{_SURROGATES}]")
+_UNSAFE_IN_TEXT = re.compile(
+    f"\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_LOOKS_ONLY}{_SURROGATES}]")
+_UNENCODABLE = re.compile(f"[{_SURROGATES}]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    return match.group().encode("unicode_escape").decode("ascii")
+
+
+def terminal_safe(text: str, *, multiline: bool = False) -> str:
+    """``text`` with every character that could act on a terminal written as a Python escape.
+
+    Why Python escapes (``\\x1b``, ``\\r``, ``\\u202e``): official 0.24 shows received
+    text as ``repr(message)[1:-1]``, so its users already read that notation. Unlike official
+    we escape only what acts on a terminal (C0/C1 controls, DEL, bidi controls, line
+    separators), not quotes, backslashes or other non-printing letters such as the joiners
+    inside emoji, and with ``multiline`` a text message keeps its newlines, tabs and CRLF line
+    ends readable (official prints a newline as ``\\n``). A status line (``multiline``
+    false) escapes newlines and tabs too, so a peer's text can never start a line of its own.
+    """
+    pattern = _UNSAFE_IN_TEXT if multiline else _UNSAFE_IN_LINE
+    return pattern.sub(_escape, text)
+
 
 def status(text: str = "", stream: TextIO | None = None) -> None:
-    print(text, file=stream or sys.stderr, flush=True)
+    print(terminal_safe(text), file=stream or sys.stderr, flush=True)
 
 
 def error(text: str) -> None:
-    print(f"ERROR: {text}", file=sys.stderr, flush=True)
+    print(f"ERROR: {terminal_safe(text)}", file=sys.stderr, flush=True)
+
+
+def received_text(message: str, stream: TextIO | None = None) -> None:
+    """Print a received text message on stdout: escaped for a terminal, exact for a pipe.
+
+    Decision: a terminal gets :func:`terminal_safe` (multi-line); a pipe or file gets the
+    message byte for byte, because there it is data the user asked for (``wormhole receive
+    CODE > notes.txt``) and the program reading it decides how to show it. GNU ``ls`` draws
+    the same line: it replaces control characters in names with ``?`` only when stdout is a
+    terminal. Lone surrogates cannot be written as UTF-8 at all, so they are escaped
+    everywhere.
+    """
+    out = stream or sys.stdout
+    shown = (terminal_safe(message, multiline=True) if out.isatty()
+             else _UNENCODABLE.sub(_escape, message))
+    out.write(shown + "\n")
+    out.flush()
 
 
 def ask_yes_no(question: str) -> bool:
     """Ask on the terminal; anything but yes/y counts as no (and so does a closed stdin)."""
-    sys.stderr.write(question)  # stdout carries received data; prompts go with the status
+    # stdout carries received data; prompts go with the status
+    sys.stderr.write(terminal_safe(question))
     sys.stderr.flush()
     answer = sys.stdin.readline()
     if not answer:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -121,8 +120,7 @@ class _Choices:
 async def _receive(reactor: Any, w: api.Wormhole, choices: _Choices) -> int:
     offer, peer_transit = await story.receive_offer(w)
     if isinstance(offer, offers.TextOffer):
-        sys.stdout.write(offer.message + "\n")
-        sys.stdout.flush()
+        output.received_text(offer.message)
         w.send_message(offers.Answer(offers.MESSAGE_ACK).to_wire())
         return 0
     assert peer_transit is not None

@@ -96,3 +96,25 @@ run(main)
     [report] = tmp_path.iterdir()
     assert "RuntimeError: nobody looked" in report.read_text()
     assert lines[1].endswith("UserWarning: still shown")
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_a_signal_as_the_command_ends_is_not_a_bug(signame: str, tmp_path: Path) -> None:
+    """A SIGTERM or Ctrl-C that arrives while the command is already ending (here: just
+    before ``main`` fails) must not stop the reactor a second time: Twisted's own handler did,
+    and its ReactorNotRunning was reported as "a bug in hilltop"."""
+    script = f"""
+import os, signal
+from hilltop.cli.common import run
+from hilltop.errors import LocalError
+
+async def main(reactor):
+    os.kill(os.getpid(), signal.{signame})
+    raise LocalError("the peer went away")
+
+run(main)
+"""
+    result = _run(script, tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == "ERROR: the peer went away\n"
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,37 @@
+"""A peer whose words are hostile: its v1 ``error`` text carries terminal escape sequences.
+
+Built on hilltop's library API. ``abandon`` plays a sender that gives up instead of offering;
+``refuse`` plays a receiver that answers the offer with the error. The test then checks that
+the hilltop CLI on the other side shows the text escaped.
+Usage: hostile_text_peer.py RELAY_URL CODE abandon|refuse TEXT
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+
+async def main(reactor: Any, relay_url: str, code: str, mode: str, text: str) -> None:
+    from hilltop.api import Wormhole
+    from hilltop.cli.send import close_quietly
+    from hilltop.transfer.offers import ErrorMsg
+
+    w = Wormhole(relay_url=relay_url, reactor=reactor)
+    try:
+        w.set_code(code)
+        await w.get_peer_versions()
+        if mode == "refuse":
+            await w.get_message()  # the offer (a file's transit hints come first: any will do)
+        elif mode != "abandon":
+            raise SystemExit(f"unknown mode {mode}")
+        w.send_message(ErrorMsg(text).to_wire())
+    finally:
+        await close_quietly(w)
+
+
+if __name__ == "__main__":
+    from hilltop.cli.common import run
+
+    args = sys.argv[1:]
+    run(lambda reactor: main(reactor, *args))

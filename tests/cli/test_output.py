@@ -1,0 +1,98 @@
+"""What a peer wrote never reaches the terminal raw: every CLI output path escapes it."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hilltop.cli import output
+
+CLEAR_SCREEN = "\x1b[2J\x1b[H"
+RETITLE = "\x1b]0;owned\x07"
+FAKE_LINE = "\rFile sent and confirmed by the receiver. Transfer complete."
+HOSTILE = f"hi{CLEAR_SCREEN}{RETITLE}{FAKE_LINE}\b\x7f\x9b2J\u202etxt.exe\u2028\ud800"
+
+RAW_IN_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+                         "\u2028\u2029\ud800-\udfff]")
+RAW_IN_TEXT = re.compile("\r(?!\n)|[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f"
+                         "\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff]")
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_status_line_shows_escape_sequences_as_text() -> None:
+    shown = output.terminal_safe(HOSTILE)
+    assert shown == ("hi\\x1b[2J\\x1b[H\\x1b]0;owned\\x07\\rFile sent and confirmed by the "
+                     "receiver. Transfer complete.\\x08\\x7f\\x9b2J\\u202etxt.exe\\u2028\\ud800")
+
+
+def test_a_status_line_cannot_start_a_line_of_its_own() -> None:
+    assert output.terminal_safe("refused\nERROR: fake\tline") == "refused\\nERROR: fake\\tline"
+
+
+def test_a_text_message_keeps_its_lines_and_tabs() -> None:
+    text = "first\tcolumn\nsecond line\r\nthird line from Windows\n"
+    assert output.terminal_safe(text, multiline=True) == text
+
+
+def test_a_text_message_loses_its_controls_but_not_its_lines() -> None:
+    shown = output.terminal_safe(f"one{CLEAR_SCREEN}\ntwo{FAKE_LINE}\v\f", multiline=True)
+    assert shown == ("one\\x1b[2J\\x1b[H\ntwo\\rFile sent and confirmed by the receiver. "
+                     "Transfer complete.\\x0b\\x0c")
+
+
+def test_readable_text_is_left_alone() -> None:
+    text = "naïve résumé ✓ 家族 👨\u200d👩\u200d👧 'quoted' \\x1b back\\slash"
+    assert output.terminal_safe(text) == text
+    assert output.terminal_safe(text, multiline=True) == text
+
+
+@given(st.text())
+def test_nothing_unsafe_survives(text: str) -> None:
+    line = output.terminal_safe(text)
+    assert not RAW_IN_LINE.search(line)
+    block = output.terminal_safe(text, multiline=True)
+    assert not RAW_IN_TEXT.search(block)
+    block.encode("utf-8")  # lone surrogates are escaped, so printing cannot fail
+
+
+def test_received_text_on_a_terminal_is_escaped() -> None:
+    terminal = _Terminal()
+    output.received_text(f"line one{CLEAR_SCREEN}\nline two", terminal)
+    assert terminal.getvalue() == "line one\\x1b[2J\\x1b[H\nline two\n"
+
+
+def test_received_text_into_a_pipe_is_exact() -> None:
+    """``wormhole receive CODE > file`` stores what the sender sent; only lone surrogates,
+    which UTF-8 cannot carry, are written escaped."""
+    pipe = io.StringIO()
+    output.received_text(f"exact{CLEAR_SCREEN}\r\n", pipe)
+    assert pipe.getvalue() == f"exact{CLEAR_SCREEN}\r\n\n"
+    pipe = io.StringIO()
+    output.received_text("half \ud83d pair", pipe)
+    assert pipe.getvalue() == "half \\ud83d pair\n"
+
+
+def test_status_and_error_lines_are_escaped(capsys: pytest.CaptureFixture[str]) -> None:
+    output.status(f"Receiving file named '{HOSTILE}'")
+    output.error(f"the sender abandoned the transfer: {HOSTILE}\nok")
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert len(lines) == 2, err
+    assert lines[1].startswith("ERROR: the sender abandoned the transfer: hi\\x1b[2J")
+    assert not RAW_IN_LINE.search(err.replace("\n", ""))
+
+
+def test_the_accept_prompt_is_escaped(monkeypatch: pytest.MonkeyPatch,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
+    assert not output.ask_yes_no(f"ok? (y/N) [saves as {HOSTILE}]: ")
+    err = capsys.readouterr().err
+    assert err.startswith("ok? (y/N) [saves as hi\\x1b[2J") and not RAW_IN_LINE.search(err)
