@@ -142,15 +142,23 @@ def _same_verifier(sender: Terminal, receiver: Peer) -> None:
     assert theirs is not None and theirs.group(1) == shown, receiver.output("stderr")
 
 
+def _answer_the_verifier(start: Callable[..., Terminal], peers: Peers, tmp_path: Path,
+                         receiver_kind: str, answer: str) -> tuple[Terminal, Peer]:
+    """A hilltop ``send --verify`` and a ``receive --verify`` of ``receiver_kind``; once both
+    show the same verifier, the sender's user types ``answer``."""
+    sender, code = _send_with_verify(start, tmp_path)
+    receiver = _receiver(receiver_kind, peers, code)
+    _same_verifier(sender, receiver)
+    sender.type(answer + "\r")
+    return sender, receiver
+
 @interop
 @pytest.mark.parametrize("receiver_kind", ["official", "hilltop"])
 def test_no_at_the_verifier_prompt_ends_both_sides(
         sender_on_terminal: Callable[..., Terminal], peers: Peers, tmp_path: Path,
         receiver_kind: str) -> None:
-    sender, code = _send_with_verify(sender_on_terminal, tmp_path)
-    receiver = _receiver(receiver_kind, peers, code)
-    _same_verifier(sender, receiver)
-    sender.type("no\r")
+    sender, receiver = _answer_the_verifier(sender_on_terminal, peers, tmp_path, receiver_kind,
+                                            "no")
 
     sender_status = sender.finish(ENDS_WITHIN)
     received = receiver.finish(ENDS_WITHIN)
@@ -170,10 +178,8 @@ def test_no_at_the_verifier_prompt_ends_both_sides(
 def test_yes_at_the_verifier_prompt_transfers(
         sender_on_terminal: Callable[..., Terminal], peers: Peers, tmp_path: Path,
         receiver_kind: str) -> None:
-    sender, code = _send_with_verify(sender_on_terminal, tmp_path)
-    receiver = _receiver(receiver_kind, peers, code)
-    _same_verifier(sender, receiver)
-    sender.type("yes\r")
+    sender, receiver = _answer_the_verifier(sender_on_terminal, peers, tmp_path, receiver_kind,
+                                            "yes")
 
     assert sender.finish(ENDS_WITHIN) == 0, sender.text()
     received = receiver.finish(ENDS_WITHIN)
