@@ -17,8 +17,25 @@ with openssl_deferred():
     from hilltop import __version__, api  # Twisted's endpoints, without TLS
 from hilltop.cli.common import GlobalOptions  # noqa: E402
 
+ALIASES = {"tx": "send", "rx": "receive", "recv": "receive", "recieve": "receive"}
+"""Other names official 0.24 accepts for its commands (``recieve`` is its deliberate
+misspelling); scripts written for it use them, and like it we leave them out of ``--help``."""
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class AliasedGroup(click.Group):
+    """A group that also answers to the :data:`ALIASES` of its commands."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return super().get_command(ctx, ALIASES.get(cmd_name, cmd_name))
+
+    def resolve_command(self, ctx: click.Context, args: list[str]
+                        ) -> tuple[str | None, click.Command | None, list[str]]:
+        """Report the real name, so usage lines and errors say ``wormhole send``, not ``tx``."""
+        _, command, rest = super().resolve_command(ctx, args)
+        return (command.name if command else None), command, rest
+
+
+@click.group(cls=AliasedGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--appid", default=api.APPID, show_default=True, metavar="APPID",
               help="application id: both sides must use the same one")
 @click.option("--relay-url", default=api.RELAY_URL, show_default=True, metavar="URL",
@@ -36,6 +53,16 @@ def cli(ctx: click.Context, appid: str, relay_url: str, transit_helper: str) -> 
     knows the code can read what is sent.
     """
     ctx.obj = GlobalOptions(appid, relay_url, transit_helper)
+
+
+@cli.command(name="help")
+@click.pass_context
+def help_command(ctx: click.Context) -> None:
+    """Show this message.
+
+    The same text as ``wormhole --help``; official 0.24 has this command, so scripts use it.
+    """
+    click.echo(ctx.find_root().get_help())
 
 
 def _register() -> None:
