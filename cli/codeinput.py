@@ -15,6 +15,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.threads import blockingCallFromThread
 
 from hilltop.api import Wormhole
+from hilltop.cli import output
 from hilltop.errors import LocalError
 from hilltop.rendezvous import codes
 
@@ -97,3 +98,16 @@ async def read_code(reactor: Any, w: Wormhole, length: int) -> str:
     typed = (await _prompt_in_background(reactor, completer)).strip()
     w.set_code(typed)
     return typed
+
+
+async def allocate_code(w: Wormhole, length: int) -> str:
+    """``receive --allocate``: the receiver gets the code and tells the sender what to type.
+
+    The same three lines official 0.24 prints, so instructions written for it still match;
+    the sender then runs ``send --code``, which hilltop and wormhole-william both have.
+    """
+    code = await w.allocate_code(length)
+    output.status(f"Allocated code: {code}")
+    output.status("On the other computer, please run:")
+    output.status(f"   wormhole send --code {code} <filename>")
+    return code

@@ -34,7 +34,10 @@ REJECTED = "transfer rejected"
 @click.command()
 @click.argument("code", nargs=-1, metavar="[CODE]...")
 @click.option("-c", "--code-length", default=2, show_default=True, metavar="NUMWORDS",
-              type=click.IntRange(1, 32), help="number of words expected in the code")
+              type=click.IntRange(1, 32),
+              help="number of words expected in the code, or allocated with --allocate")
+@click.option("-a", "--allocate", is_flag=True,
+              help="allocate a fresh code and show it, for the sender to type")
 @click.option("-0", "zero_mode", is_flag=True,
               help="no-code mode: take the code 0- (from 'wormhole send -0')")
 @click.option("-v", "--verify", is_flag=True, help="show the verification string")
@@ -49,12 +52,14 @@ REJECTED = "transfer rejected"
 @tor_flags
 @lan_flags
 @click.pass_obj
-def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, zero_mode: bool,
-            verify: bool, hide_progress: bool, only_text: bool, accept_file: bool,
+def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, allocate: bool,
+            zero_mode: bool, verify: bool, hide_progress: bool, only_text: bool, accept_file: bool,
             output_file: str | None, listen: bool, transports: str | None, lan: bool,
             interface: str | None) -> None:
     """Receive a text message, file, or directory (from 'wormhole send')."""
     typed = "-".join(code) if code else None
+    if allocate and (typed is not None or zero_mode or lan or interface):
+        raise click.UsageError("--allocate makes the code: give no code, -0 or --lan with it")
     if zero_mode:
         typed = zero_mode_code(typed, bool(lan or interface), "a code")
     options = transit_options(opts.transit_helper, listen, transports)
@@ -96,6 +101,8 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, zero_m
             w.set_code(typed)
             if found is not None:
                 await cli_lan.announce_connected(reactor, w, found)
+        elif allocate:
+            await codeinput.allocate_code(w, code_length)
         else:
             await codeinput.read_code(reactor, w, code_length)
         verifier = await w.get_verifier()

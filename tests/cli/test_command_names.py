@@ -32,3 +32,11 @@ def test_help_command_prints_the_top_level_help() -> None:
     expected = runner.invoke(cli, ["--help"], prog_name="wormhole")
     assert shown.exit_code == 0
     assert shown.output.strip() == expected.output.strip()
+
+
+@pytest.mark.parametrize("extra", [["7-guitarist-revenge"], ["-0"], ["--lan"]])
+def test_receive_allocate_refuses_a_given_code(extra: list[str]) -> None:
+    """--allocate makes the code, so a code of the user's (or -0, or LAN mode) contradicts it."""
+    result = CliRunner().invoke(cli, ["receive", "--allocate", *extra], prog_name="wormhole")
+    assert result.exit_code == 2, result.output
+    assert "--allocate makes the code" in result.output

@@ -1,0 +1,43 @@
+"""``wormhole receive --allocate``: the receiver makes the code and an official 0.24 sender
+types it, as official's own receiver and sender do."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from conftest import Peers
+
+interop = pytest.mark.interop
+
+ALLOCATED = re.compile(r"Allocated code: (\S+)")
+
+
+@interop
+def test_receive_allocate_with_official_sender(peers: Peers, tmp_path: Path) -> None:
+    source = tmp_path / "allocated.txt"
+    source.write_bytes(b"the receiver went first\n" * 100)
+    receiver = peers.hilltop("receive", "--allocate", "--accept-file", "--hide-progress")
+    code = receiver.wait_for_line(ALLOCATED).group(1)
+    assert f"wormhole send --code {code} <filename>" in receiver.output("stderr")
+    sender = peers.official("send", "--code", code, "--hide-progress", str(source))
+    sent, received = sender.finish(), receiver.finish()
+    assert sent.returncode == 0, sent.describe()
+    assert received.returncode == 0, received.describe()
+    assert (receiver.cwd / source.name).read_bytes() == source.read_bytes()
+
+
+@interop
+def test_receive_allocate_text_from_official_sender(peers: Peers) -> None:
+    receiver = peers.hilltop("receive", "-a", "--code-length", "3")
+    code = receiver.wait_for_line(ALLOCATED).group(1)
+    assert len(code.split("-")) == 4, code  # the nameplate and three words
+    sender = peers.official("send", "--code", code, "--text", "receiver first")
+    sent, received = sender.finish(), receiver.finish()
+    assert sent.returncode == 0, sent.describe()
+    assert received.returncode == 0, received.describe()
+    assert received.stdout.strip() == "receiver first"
