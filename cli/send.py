@@ -34,6 +34,10 @@ VERIFY_REJECTED = "sender rejected verification check, abandoned transfer"
 """The ``error`` text official 0.24 sends when its user answers "no" to the verifier; official
 receivers print it as it is, so the same words reach the peer whichever client it runs."""
 
+CODE_CONSUMED = "Note: code has been consumed and can no longer be used."
+"""What official 0.24's sender prints on stdout once the receiver came and the server freed
+the nameplate; scripts that wait for the code to be used watch for it."""
+
 
 @click.command()
 @click.argument("what", required=False, metavar="[WHAT]")
@@ -141,6 +145,8 @@ async def announce_code(w: api.Wormhole, how: Announcement) -> str:
         code = await w.get_code()
     else:
         code = await w.allocate_code(how.code_length)
+    w.when_code_consumed().addCallbacks(lambda _: click.echo(CODE_CONSUMED),
+                                        lambda _: None)  # closed first: nothing to say
     if not how.zero_mode:
         output.status(f"Wormhole code is: {code}")
         if how.qr:

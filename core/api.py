@@ -77,6 +77,7 @@ class Wormhole:
             client_version=("hilltop", __version__),
         )
         self._code = Watch()
+        self._consumed = Watch()
         self._verifier = Watch()
         self._versions = Watch()
         self._closed = Watch()
@@ -110,6 +111,13 @@ class Wormhole:
 
     def get_code(self) -> DualDeferred[str]:
         return self._code.when()
+
+    def when_code_consumed(self) -> DualDeferred[None]:
+        """Fires once the peer came and the server freed the nameplate: the code is spent.
+
+        Never fires if the wormhole closes first (then it fails as ``get_code`` would).
+        """
+        return self._consumed.when()
 
     def get_welcome(self) -> DualDeferred[mailbox.WelcomeEvent]:
         return self._welcome.when()
@@ -279,6 +287,8 @@ class Wormhole:
                 self._nameplates.put(nameplates)
             case mailbox.CodeReady(code):
                 self._code.fire(code)
+            case mailbox.CodeConsumed():
+                self._consumed.fire(None)
             case mailbox.KeyEstablished(verifier):
                 self._verifier.fire(verifier)
             case mailbox.PeerVersions(app_versions):
@@ -294,7 +304,8 @@ class Wormhole:
 
     def _on_closed(self, mood: str, error: HilltopError | None) -> None:
         failure: BaseException = error if error is not None else WormholeClosed()
-        for watch in (self._code, self._verifier, self._versions, self._welcome):
+        for watch in (self._code, self._consumed, self._verifier, self._versions,
+                      self._welcome):
             watch.fail(failure)
         self._nameplates.fail(failure)
         self._messages.fail(failure)

@@ -59,6 +59,15 @@ class CodeReady:
 
 
 @dataclass(frozen=True)
+class CodeConsumed:
+    """The server freed our nameplate because the peer came: nobody else can use the code.
+
+    Only for a release the peer caused, not one sent while closing: official 0.24's sender
+    tells its user at this moment ("Note: code has been consumed ..."), and so do we.
+    """
+
+
+@dataclass(frozen=True)
 class KeyEstablished:
     """The SPAKE2 exchange finished. The key is not yet confirmed (that is PeerVersions)."""
 
@@ -99,8 +108,8 @@ class ClosedEvent:
 
 
 Event = (
-    WelcomeEvent | NameplatesEvent | CodeReady | KeyEstablished | PeerVersions | Received
-    | PongEvent | ConnectNow | DisconnectNow | ClosedEvent
+    WelcomeEvent | NameplatesEvent | CodeReady | CodeConsumed | KeyEstablished | PeerVersions
+    | Received | PongEvent | ConnectNow | DisconnectNow | ClosedEvent
 )
 
 
@@ -371,6 +380,8 @@ class Mailbox:
             case messages.Released():
                 if self.plate is Plate.RELEASING:
                     self.plate = _move(PLATE_MOVES, self.plate, "released")
+                    if self.stage is not Stage.CLOSING:
+                        self._events.append(CodeConsumed())
                 self._closing_step("released")
             case messages.Closed():
                 self._closing_step("closed")

@@ -466,3 +466,34 @@ def test_go_style_peer_with_wrong_code_is_a_wrong_code(monkeypatch: pytest.Monke
     pump(c_ours, c_go)
     closed = of(mb.ClosedEvent, events(ours))
     assert len(closed) == 1 and isinstance(closed[0].error, WrongCodeError)
+
+
+def test_code_is_consumed_once_the_peer_came_and_the_server_released_it() -> None:
+    """Both sides learn the nameplate is spent (the CLI's sender says so, as official does)."""
+    server = FakeServer()
+    a, b = engine(60), engine(61)
+    ca = server.connect(a)
+    a.allocate(2)
+    pump(ca)
+    code = of(mb.CodeReady, events(a))[0].code
+    assert not of(mb.CodeConsumed, events(a))
+    cb = server.connect(b)
+    b.set_code(code)
+    pump(ca, cb)
+    assert of(mb.CodeConsumed, events(a)) == [mb.CodeConsumed()]
+    assert of(mb.CodeConsumed, events(b)) == [mb.CodeConsumed()]
+    a.close()
+    b.close()
+    pump(ca, cb)
+    assert not of(mb.CodeConsumed, events(a) + events(b))
+
+
+def test_a_lonely_close_does_not_consume_the_code() -> None:
+    server = FakeServer()
+    a = engine(62)
+    ca = server.connect(a)
+    a.set_code("9-alone-here")
+    pump(ca)
+    a.close()
+    pump(ca)
+    assert not of(mb.CodeConsumed, events(a))
