@@ -162,10 +162,16 @@ def run(main: Callable[[Any], Coroutine[Any, Any, int | None]]) -> None:
     reactor.addSystemEventTrigger("before", "shutdown", cancel_unfinished)
     reactor.callWhenRunning(start)
     reactor.run()
-    if result["status"] is None:
+    from hilltop.cli import timing
+
+    status = result["status"]
+    if status is None:
         output.error("interrupted before the transfer finished")
+        timing.finish(130)
         _exit_at_once(130)
-    sys.exit(result["status"])
+        return
+    timing.finish(status)
+    sys.exit(status)
 
 
 def _exit_at_once(status: int) -> None:

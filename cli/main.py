@@ -15,6 +15,7 @@ from hilltop._runtime.lazytls import defer_openssl, openssl_deferred
 defer_openssl()  # the CLI opens TLS connections only for a wss:// mailbox
 with openssl_deferred():
     from hilltop import __version__, api  # Twisted's endpoints, without TLS
+from hilltop.cli import timing  # noqa: E402
 from hilltop.cli.common import GlobalOptions  # noqa: E402
 
 ALIASES = {"tx": "send", "rx": "receive", "recv": "receive", "recieve": "receive"}
@@ -44,15 +45,19 @@ class AliasedGroup(click.Group):
 @click.option("--transit-helper", default=api.TRANSIT_HELPER, show_default=True,
               metavar="tcp:HOST:PORT", envvar="WORMHOLE_TRANSIT_HELPER", show_envvar=True,
               help="transit relay to use")
+@click.option("--dump-timing", metavar="FILE.json", type=click.Path(dir_okay=False),
+              help="(debug) write when each step happened to this JSON file")
 @click.version_option(__version__, prog_name="hilltop")
 @click.pass_context
-def cli(ctx: click.Context, appid: str, relay_url: str, transit_helper: str) -> None:
+def cli(ctx: click.Context, appid: str, relay_url: str, transit_helper: str,
+        dump_timing: str | None) -> None:
     """Create a Magic Wormhole and send text, files or directories through it.
 
     Both sides speak the same short code; the key comes from SPAKE2, so only someone who
     knows the code can read what is sent.
     """
     ctx.obj = GlobalOptions(appid, relay_url, transit_helper)
+    timing.start(dump_timing, ctx.invoked_subcommand)
 
 
 @cli.command(name="help")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from hilltop import api
-from hilltop.cli import codeinput, output
+from hilltop.cli import codeinput, output, timing
 from hilltop.cli import lan as cli_lan
 from hilltop.cli.common import GlobalOptions, run, zero_mode_code
 from hilltop.cli.progress import progress_bar
@@ -97,6 +97,7 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, alloca
 
     async def _converse(reactor: Any, w: api.Wormhole, typed: str | None,
                         found: float | None) -> int:
+        timing.watch(w)
         if typed is not None:
             w.set_code(typed)
             if found is not None:

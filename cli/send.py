@@ -12,7 +12,7 @@ import click
 
 from hilltop import api
 from hilltop.cli import lan as cli_lan
-from hilltop.cli import output, prompts
+from hilltop.cli import output, prompts, timing
 from hilltop.cli.common import GlobalOptions, run, zero_mode_code
 from hilltop.cli.progress import progress_bar
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
@@ -140,6 +140,7 @@ class Announcement:
 
 async def announce_code(w: api.Wormhole, how: Announcement) -> str:
     """Set or allocate the code and tell the user what the other side must type."""
+    timing.watch(w)
     if how.code is not None:
         w.set_code(how.code)
         code = await w.get_code()
