@@ -120,6 +120,19 @@ class _EntryChecker:
             raise _refuse(name, "is both a file and a folder")
         self._dir_keys.add(hash(key))
 
+    def check_end(self) -> None:
+        """Refuse an archive with no file at all when files were offered.
+
+        Only this, not any shortfall: official 0.24, wormhole-william and hilltop send exactly
+        the files they count, but a file that vanishes on the sender's side while the zip is
+        built is not worth refusing a whole folder for; an empty archive for a non-empty
+        offer is a peer that sent something else than the user accepted.
+        """
+        if self.files == 0 and self._offer.numfiles > 0:
+            raise ProtocolError(
+                f"refusing the received folder: it holds no files, but "
+                f"{self._offer.numfiles} were offered")
+
     def wrote(self, nbytes: int) -> None:
         self.bytes += nbytes
         if self.bytes > self._max_bytes:
@@ -226,6 +239,7 @@ class _Unpacker(Offered):
         digest = self._checked_digest(expected_sha256)
         self._reader.close()
         self.close()
+        self._checker.check_end()
         try:
             for relative, mode in self._file_modes:
                 os.chmod(os.path.join(self.path, relative), mode)

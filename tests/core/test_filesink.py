@@ -569,6 +569,17 @@ def test_many_more_files_than_offered_refused(tmp_path: Path, box: Path) -> None
                    offer_for(data, numfiles=1))
 
 
+@pytest.mark.parametrize("entries", [[], [("d/", b"", 0o40755)], [("./", b"", 0o40755)]],
+                         ids=["no-entries", "one-folder", "root-only"])
+def test_empty_archive_refused_when_files_were_offered(tmp_path: Path, box: Path,
+                                                       entries: list[tuple]) -> None:
+    """An archive with no file used to be accepted for an offer of files, leaving an empty
+    folder where the user accepted (here) 3 files of 1,000 bytes."""
+    data = zip_bytes(entries)
+    assert_refused(tmp_path, box, data, "holds no files, but 3 were offered",
+                   offer_for(data, numfiles=3, numbytes=1000))
+
+
 def test_small_disagreement_with_offer_tolerated(box: Path) -> None:
     data = zip_bytes([("a", b"12345", 0o100644), ("b", b"", 0o100644)])
     sink = DirectorySink(str(box / "recv"), offer_for(data, numbytes=4, numfiles=1))
