@@ -246,6 +246,25 @@ def test_modes_an_official_sender_zips_are_a_wish(fresh_code: str, tmp_path: Pat
 
 
 @interop
+def test_many_empty_folders_from_an_official_sender_arrive(fresh_code: str, tmp_path: Path,
+                                                          hilltop: Callable[..., Peer],
+                                                          official: Callable[..., Peer]) -> None:
+    """Folder entries are bounded by the room the offer leaves (foldersink.max_folder_entries);
+    official zips every empty folder, and 400 of them (over the slack of 100) still arrive."""
+    root = tmp_path / "skeleton"
+    for i in range(400):
+        (root / f"part{i // 40}" / f"empty{i:03d}").mkdir(parents=True)
+    (root / "README").write_text("files too\n" * 100)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    s = official("send", "--hide-progress", "--code", fresh_code, str(root))
+    ok(hilltop("receive", "--accept-file", "--hide-progress", fresh_code, cwd=dest).finish(120))
+    ok(s.finish(120))
+    check_arrived(root, dest)
+    assert len(list((dest / "skeleton").rglob("empty*"))) == 400
+
+
+@interop
 def test_existing_target_is_never_overwritten(fresh_code: str, tmp_path: Path,
                                               hilltop: Callable[..., Peer],
                                               official: Callable[..., Peer]) -> None:

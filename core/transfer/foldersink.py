@@ -35,6 +35,7 @@ from hilltop.transfer.modes import received_mode
 from hilltop.transfer.offers import DirectoryOffer
 from hilltop.transfer.partials import OPEN_FLAGS, claim_folder, remove_tree
 from hilltop.transfer.targets import MAX_NAME_BYTES
+from hilltop.transfer.zipformat import CENTRAL_HEADER, END_RECORD, LOCAL_HEADER
 from hilltop.transfer.zipreader import (
     CentralEntry,
     MemberData,
@@ -50,6 +51,10 @@ MAX_PATH_DEPTH = 256
 per level, and Linux allows 2,000 levels in PATH_MAX (RecursionError, and a folder left)."""
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
+_ENTRY_HEADERS = LOCAL_HEADER.size + CENTRAL_HEADER.size
+"""76 bytes of zip every entry costs besides its name (twice) and data."""
+FOLDER_ENTRY_SLACK = 100
+"""Folder entries allowed beyond what the offer leaves room for (zips from other writers)."""
 
 
 class _EntryChecker:
@@ -69,6 +74,8 @@ class _EntryChecker:
         self._dir_keys: set[int] = set()
         self._max_files = _slack(offer.numfiles, 100)
         self._max_bytes = _slack(offer.numbytes, 1024 * 1024)
+        self._max_folders = max_folder_entries(offer)
+        self.folders = 0
         self.files = 0
         self.bytes = 0
 
@@ -104,6 +111,11 @@ class _EntryChecker:
             slash = key.find("/", slash + 1)
         if is_dir:
             self._add_dir_key(key, name)
+            self.folders += 1
+            if self.folders > self._max_folders:
+                raise ProtocolError(
+                    f"refusing the received folder: it holds more than {self._max_folders} "
+                    f"folder entries, more than its offer leaves room for")
         else:
             if hash(key) in self._dir_keys:
                 raise _refuse(name, "is both a file and a folder")
@@ -317,6 +329,22 @@ def _umask_shown_by(folder: str) -> int:
 def _refuse(name: str, why: str) -> ProtocolError:
     shown = ascii(name if len(name) <= 80 else name[:77] + "...")
     return ProtocolError(f"refusing the received folder: entry {shown} {why}")
+
+
+def max_folder_entries(offer: DirectoryOffer) -> int:
+    """How many folder entries a zip may hold, given what its offer says the rest is.
+
+    An empty folder costs about 80 bytes of zip, so without a bound a peer that offers
+    "3 files, 30 MB" could send 375,000 empty folders instead. Each entry costs at least
+    :data:`_ENTRY_HEADERS` plus its name twice (a file's at least 1 byte, a folder's 2, "a/"),
+    and the files' bytes are in the zip as they are in STORED zips; so what is left of
+    ``zipsize`` after the files and the end record bounds the folders. Official 0.24 and
+    hilltop send STORED zips with exact counts, so their zips always fit; wormhole-william's are
+    DEFLATED but have no folder entries; :data:`FOLDER_ENTRY_SLACK` covers other writers.
+    """
+    room = (offer.zipsize - offer.numbytes - END_RECORD.size
+            - offer.numfiles * (_ENTRY_HEADERS + 2))
+    return max(0, room) // (_ENTRY_HEADERS + 4) + FOLDER_ENTRY_SLACK
 
 
 def _slack(declared: int, minimum: int) -> int:

@@ -580,6 +580,44 @@ def test_empty_archive_refused_when_files_were_offered(tmp_path: Path, box: Path
                    offer_for(data, numfiles=3, numbytes=1000))
 
 
+def many_empty_folders(root: Path, count: int) -> Path:
+    for i in range(count):
+        (root / f"sub{i // 50}" / f"empty{i:04d}").mkdir(parents=True)
+    (root / "one.txt").write_bytes(os.urandom(5000))
+    (root / "sub0" / "two.txt").write_bytes(b"")
+    return root
+
+
+@pytest.mark.parametrize("sender", ["official", "hilltop"])
+def test_honest_zip_with_many_empty_folders_accepted(tmp_path: Path, box: Path,
+                                                     sender: str) -> None:
+    tree = many_empty_folders(tmp_path / "tree", 300)
+    if sender == "official":
+        data = official_zip(tree)
+        offer = offer_for(data, "tree")
+    else:
+        with open_source(str(tree)) as source:
+            offer, data = source.offer, source.read(source.size)
+    entries = [n for n in zipfile.ZipFile(io.BytesIO(data)).namelist() if n.endswith("/")]
+    assert len(entries) == 300 > foldersink.FOLDER_ENTRY_SLACK
+    sink = DirectorySink(str(box / "tree"), offer)
+    feed(sink, data)
+    sink.finish()
+    assert len(list((box / "tree").rglob("empty*"))) == 300
+
+
+def test_folder_entries_beyond_what_the_offer_leaves_room_for_refused(
+        tmp_path: Path, box: Path) -> None:
+    """Folder entries were not counted: an offer of one file as big as nearly its whole zip
+    could bring a folder per 80 bytes of that zip instead (here 500)."""
+    data = zip_bytes([(f"d{i:03d}/", b"", 0o40755) for i in range(500)]
+                     + [("f", b"", 0o100644)])
+    offer = DirectoryOffer("recv", zipsize=len(data), numbytes=len(data) - 200, numfiles=1)
+    assert foldersink.max_folder_entries(offer) == foldersink.FOLDER_ENTRY_SLACK + 1
+    assert_refused(tmp_path, box, data, "more than 101 folder entries, more than its offer",
+                   offer)
+
+
 def test_small_disagreement_with_offer_tolerated(box: Path) -> None:
     data = zip_bytes([("a", b"12345", 0o100644), ("b", b"", 0o100644)])
     sink = DirectorySink(str(box / "recv"), offer_for(data, numbytes=4, numfiles=1))
