@@ -7,6 +7,7 @@ import hashlib
 import os
 import random
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -211,6 +212,56 @@ def test_hostile_directory_offer_is_refused(kind: str, fresh_code: str, tmp_path
         evil.communicate()
     assert sorted(p.name for p in outer.rglob("*")) == ["inbox"], received.describe()
     assert not Path("/tmp/hilltop-absolute-escape.txt").exists()
+
+
+@interop
+def test_modes_an_official_sender_zips_are_a_wish(fresh_code: str, tmp_path: Path,
+                                                  hilltop: Callable[..., Peer],
+                                                  official: Callable[..., Peer]) -> None:
+    """Official 0.24 zips each entry's mode as it is (setuid too), and hilltop used to apply
+    it: a world-writable file or empty folder arrived world-writable. Now only a file's
+    executable bit counts and the receiver's umask does the rest (hilltop.transfer.modes)."""
+    root = tmp_path / "modes"
+    (root / "open-empty").mkdir(parents=True)  # empty: the only folders with an entry
+    (root / "sticky-empty").mkdir()
+    for name, mode in [("world", 0o777), ("setuid", 0o4755), ("everything", 0o7777),
+                       ("private", 0o600), ("plain", 0o644)]:
+        (root / name).write_text(name)
+        (root / name).chmod(mode)
+    (root / "open-empty").chmod(0o777)
+    (root / "sticky-empty").chmod(0o1777)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    umask = os.umask(0o022)  # the receiver inherits ours
+    os.umask(umask)
+    s = official("send", "--hide-progress", "--code", fresh_code, str(root))
+    received = ok(hilltop("receive", "--accept-file", "--hide-progress", fresh_code,
+                          cwd=dest).finish(120))
+    ok(s.finish(120))
+    got = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (dest / "modes").iterdir()}
+    executable, plain = 0o777 & ~umask, 0o666 & ~umask
+    assert got == {"open-empty": executable, "sticky-empty": executable, "world": executable,
+                   "setuid": executable, "everything": executable, "private": plain,
+                   "plain": plain}, received.describe()
+
+
+@interop
+def test_many_empty_folders_from_an_official_sender_arrive(fresh_code: str, tmp_path: Path,
+                                                          hilltop: Callable[..., Peer],
+                                                          official: Callable[..., Peer]) -> None:
+    """Folder entries are bounded by the room the offer leaves (foldersink.max_folder_entries);
+    official zips every empty folder, and 400 of them (over the slack of 100) still arrive."""
+    root = tmp_path / "skeleton"
+    for i in range(400):
+        (root / f"part{i // 40}" / f"empty{i:03d}").mkdir(parents=True)
+    (root / "README").write_text("files too\n" * 100)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    s = official("send", "--hide-progress", "--code", fresh_code, str(root))
+    ok(hilltop("receive", "--accept-file", "--hide-progress", fresh_code, cwd=dest).finish(120))
+    ok(s.finish(120))
+    check_arrived(root, dest)
+    assert len(list((dest / "skeleton").rglob("empty*"))) == 400
 
 
 @interop

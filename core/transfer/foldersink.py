@@ -7,8 +7,10 @@ the target, checking each entry before anything is created for it: no absolute p
 drive letters, backslashes or paths nested over 256 deep, no two names that would land on one
 path (also after case folding and Unicode normalisation, for case-insensitive disks), no file
 where a folder is needed, and totals that roughly agree with the offer; then, from the central
-directory, no symlinks or device entries and every entry matching what was read. Only a
-complete, checked archive is renamed into place; any failure removes the temporary directory.
+directory, no symlinks or device entries and every entry matching what was read. Modes are
+the receiver's (:func:`hilltop.transfer.modes.received_mode`): of the sender's, only a file's
+executable bit counts. Only a complete, checked archive is renamed into place; any failure
+removes the temporary directory.
 
 A module of its own (not part of :mod:`hilltop.transfer.filesink`, whose lifecycle it shares) so
 that
@@ -29,9 +31,11 @@ from hilltop._runtime.memory import Trimmer
 from hilltop.errors import ProtocolError
 from hilltop.transfer import filesink  # filesink.write_all: the seam tests patch for a full disk
 from hilltop.transfer.filesink import Offered, Sink, appeared, io_error
+from hilltop.transfer.modes import received_mode
 from hilltop.transfer.offers import DirectoryOffer
 from hilltop.transfer.partials import OPEN_FLAGS, claim_folder, remove_tree
 from hilltop.transfer.targets import MAX_NAME_BYTES
+from hilltop.transfer.zipformat import CENTRAL_HEADER, END_RECORD, LOCAL_HEADER
 from hilltop.transfer.zipreader import (
     CentralEntry,
     MemberData,
@@ -47,6 +51,10 @@ MAX_PATH_DEPTH = 256
 per level, and Linux allows 2,000 levels in PATH_MAX (RecursionError, and a folder left)."""
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
+_ENTRY_HEADERS = LOCAL_HEADER.size + CENTRAL_HEADER.size
+"""76 bytes of zip every entry costs besides its name (twice) and data."""
+FOLDER_ENTRY_SLACK = 100
+"""Folder entries allowed beyond what the offer leaves room for (zips from other writers)."""
 
 
 class _EntryChecker:
@@ -66,6 +74,8 @@ class _EntryChecker:
         self._dir_keys: set[int] = set()
         self._max_files = _slack(offer.numfiles, 100)
         self._max_bytes = _slack(offer.numbytes, 1024 * 1024)
+        self._max_folders = max_folder_entries(offer)
+        self.folders = 0
         self.files = 0
         self.bytes = 0
 
@@ -101,6 +111,11 @@ class _EntryChecker:
             slash = key.find("/", slash + 1)
         if is_dir:
             self._add_dir_key(key, name)
+            self.folders += 1
+            if self.folders > self._max_folders:
+                raise ProtocolError(
+                    f"refusing the received folder: it holds more than {self._max_folders} "
+                    f"folder entries, more than its offer leaves room for")
         else:
             if hash(key) in self._dir_keys:
                 raise _refuse(name, "is both a file and a folder")
@@ -117,6 +132,19 @@ class _EntryChecker:
             raise _refuse(name, "is both a file and a folder")
         self._dir_keys.add(hash(key))
 
+    def check_end(self) -> None:
+        """Refuse an archive with no file at all when files were offered.
+
+        Only this, not any shortfall: official 0.24, wormhole-william and hilltop send exactly
+        the files they count, but a file that vanishes on the sender's side while the zip is
+        built is not worth refusing a whole folder for; an empty archive for a non-empty
+        offer is a peer that sent something else than the user accepted.
+        """
+        if self.files == 0 and self._offer.numfiles > 0:
+            raise ProtocolError(
+                f"refusing the received folder: it holds no files, but "
+                f"{self._offer.numfiles} were offered")
+
     def wrote(self, nbytes: int) -> None:
         self.bytes += nbytes
         if self.bytes > self._max_bytes:
@@ -126,8 +154,8 @@ class _EntryChecker:
 
     @staticmethod
     def central(entry: CentralEntry) -> int | None:
-        """Refuse kinds a zip can declare only in its central directory; return the mode
-        to give the entry (None: leave the default)."""
+        """Refuse kinds a zip can declare only in its central directory; return the
+        permission bits the sender asked for (None: it sent none)."""
         name = entry.name
         kind = stat.S_IFMT(entry.external_attr >> 16)
         if kind == stat.S_IFLNK:
@@ -164,9 +192,9 @@ class _Unpacker(Offered):
         self._where = ""  # its path, for error messages
         self._relative_paths: list[str] = []  # of each member, in archive order
         self._central_index = 0
+        self._umask = _umask_shown_by(self.path)
+        self._plain_file_mode = received_mode(None, umask=self._umask, is_dir=False)
         self._file_modes: list[tuple[str, int]] = []  # only those that need a chmod
-        self._new_file_mode: int | None = None  # what os.open gave the first file
-        self._dir_modes: list[tuple[str, int]] = []
         self._trimmer = Trimmer()  # one buffer per member: keep the heap from fragmenting
 
     def write(self, data: bytes | memoryview) -> None:
@@ -194,13 +222,12 @@ class _Unpacker(Offered):
                 os.close(fd)
             self._trimmer.moved(event.size)
         elif isinstance(event, CentralEntry):
-            mode = self._checker.central(event)
+            sent = self._checker.central(event)
             relative = self._relative_paths[self._central_index]
             self._central_index += 1
-            if mode is not None and relative:
-                if event.name.endswith("/"):
-                    self._dir_modes.append((relative, mode))
-                elif mode != self._new_file_mode:  # usually 0o644: no chmod for 10,000 files
+            if relative and not event.name.endswith("/"):  # folders keep the umask's mode
+                mode = received_mode(sent, umask=self._umask, is_dir=False)
+                if mode != self._plain_file_mode:  # only executables: no chmod for 10,000
                     self._file_modes.append((relative, mode))
 
     def _start(self, name: str) -> None:
@@ -218,20 +245,15 @@ class _Unpacker(Offered):
             self._made.add(folder)
         if not is_dir:
             self._fd = os.open(path, OPEN_FLAGS, 0o666)
-            if self._new_file_mode is None:  # the umask's doing; it is the same for all
-                self._new_file_mode = stat.S_IMODE(os.fstat(self._fd).st_mode)
 
     def complete(self, expected_sha256: str | None) -> str | None:
-        """Check the count, the archive's end and the hash; give entries their modes."""
+        """Check the count, the archive's end and the hash; mark executables executable."""
         digest = self._checked_digest(expected_sha256)
         self._reader.close()
         self.close()
+        self._checker.check_end()
         try:
             for relative, mode in self._file_modes:
-                os.chmod(os.path.join(self.path, relative), mode)
-            # Deepest first, and only now: a read-only folder could not have been filled.
-            for relative, mode in sorted(self._dir_modes, key=lambda d: d[0].count("/"),
-                                         reverse=True):
                 os.chmod(os.path.join(self.path, relative), mode)
         except OSError as err:
             raise io_error(err, "setting permissions") from None
@@ -294,9 +316,35 @@ class DirectorySink(Sink):
             raise io_error(err, f"moving the received folder to {self.target!r}") from None
 
 
+def _umask_shown_by(folder: str) -> int:
+    """The receiver's umask, read off ``folder``, which was just made with mode 0o777.
+
+    Not ``os.umask()``: it can only be read by setting it, for the whole process, while
+    another thread may be creating a file; and the folder also shows what a default ACL
+    does to new entries, which is what the receiver's own files get.
+    """
+    return 0o777 & ~stat.S_IMODE(os.stat(folder).st_mode)
+
+
 def _refuse(name: str, why: str) -> ProtocolError:
     shown = ascii(name if len(name) <= 80 else name[:77] + "...")
     return ProtocolError(f"refusing the received folder: entry {shown} {why}")
+
+
+def max_folder_entries(offer: DirectoryOffer) -> int:
+    """How many folder entries a zip may hold, given what its offer says the rest is.
+
+    An empty folder costs about 80 bytes of zip, so without a bound a peer that offers
+    "3 files, 30 MB" could send 375,000 empty folders instead. Each entry costs at least
+    :data:`_ENTRY_HEADERS` plus its name twice (a file's at least 1 byte, a folder's 2, "a/"),
+    and the files' bytes are in the zip as they are in STORED zips; so what is left of
+    ``zipsize`` after the files and the end record bounds the folders. Official 0.24 and
+    hilltop send STORED zips with exact counts, so their zips always fit; wormhole-william's are
+    DEFLATED but have no folder entries; :data:`FOLDER_ENTRY_SLACK` covers other writers.
+    """
+    room = (offer.zipsize - offer.numbytes - END_RECORD.size
+            - offer.numfiles * (_ENTRY_HEADERS + 2))
+    return max(0, room) // (_ENTRY_HEADERS + 4) + FOLDER_ENTRY_SLACK
 
 
 def _slack(declared: int, minimum: int) -> int:

@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -75,6 +76,16 @@ def offer_for(data: bytes, dirname: str = "recv", numbytes: int | None = None,
         dirname, zipsize=len(data),
         numbytes=sum(i.file_size for i in files) if numbytes is None else numbytes,
         numfiles=len(files) if numfiles is None else numfiles)
+
+
+@pytest.fixture
+def umask_022() -> Iterator[None]:
+    """The common umask, so expected modes are fixed whatever the test runner's is."""
+    old = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(old)
 
 
 @pytest.fixture
@@ -313,7 +324,8 @@ def make_tree(root: Path) -> Path:
     return root
 
 
-def test_directory_round_trip_preserves_tree_and_modes(tmp_path: Path, box: Path) -> None:
+@pytest.mark.usefixtures("umask_022")
+def test_directory_round_trip_preserves_tree_and_executables(tmp_path: Path, box: Path) -> None:
     tree = make_tree(tmp_path / "tree")
     source = open_source(str(tree))
     target = box / source.offer.dirname
@@ -323,19 +335,16 @@ def test_directory_round_trip_preserves_tree_and_modes(tmp_path: Path, box: Path
             sent.update(chunk)
             sink.write(chunk)
         assert sink.finish() == sent.hexdigest()
-    assert without_full_dir_modes(snapshot(target)) == without_full_dir_modes(snapshot(tree))
+    assert without_modes(snapshot(target)) == without_modes(snapshot(tree))
     assert stat.S_IMODE(os.stat(target / "a" / "run.sh").st_mode) == 0o755
-    assert stat.S_IMODE(os.stat(target / "secret").st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(target / "secret").st_mode) == 0o644  # the umask decides
+    assert stat.S_IMODE(os.stat(target / "a").st_mode) == 0o755  # sent 0o750
     assert os.listdir(box) == ["tree"]
 
 
-def without_full_dir_modes(snap: dict[str, tuple]) -> dict[str, tuple]:
-    """Non-empty folders have no zip entry (as in official 0.24), so their mode is not sent."""
-    def has_children(rel: str) -> bool:
-        return any(other.startswith(rel + "/") for other in snap)
-
-    return {rel: (kind, None if kind == "dir" and has_children(rel) else mode, content)
-            for rel, (kind, mode, content) in snap.items()}
+def without_modes(snap: dict[str, tuple]) -> dict[str, tuple]:
+    """Only the executable bit of a sent mode arrives (hilltop.transfer.modes)."""
+    return {rel: (kind, content) for rel, (kind, _, content) in snap.items()}
 
 
 def test_empty_directory_round_trip(tmp_path: Path, box: Path) -> None:
@@ -380,6 +389,7 @@ def test_official_sender_zip_of_empty_directory_accepted(tmp_path: Path, box: Pa
     assert os.listdir(box / "nothing") == []
 
 
+@pytest.mark.usefixtures("umask_022")
 @pytest.mark.parametrize(("compression", "zip64"), [
     (zipfile.ZIP_DEFLATED, False), (zipfile.ZIP_STORED, True), (zipfile.ZIP_DEFLATED, True)])
 def test_any_standard_zip_accepted(box: Path, compression: int, zip64: bool) -> None:
@@ -390,18 +400,47 @@ def test_any_standard_zip_accepted(box: Path, compression: int, zip64: bool) -> 
     feed(sink, data, 100)
     sink.finish()
     assert (box / "recv" / "d" / "x.txt").read_bytes() == b"hello " * 1000
-    assert stat.S_IMODE(os.stat(box / "recv" / "d" / "x.txt").st_mode) == 0o640
+    assert stat.S_IMODE(os.stat(box / "recv" / "d" / "x.txt").st_mode) == 0o644
     assert (box / "recv" / "plain.txt").read_bytes() == b"no mode"
 
 
-def test_read_only_folders_are_created_and_cleaned(box: Path) -> None:
+@pytest.mark.usefixtures("umask_022")
+def test_read_only_modes_as_sent_are_not_applied(box: Path) -> None:
     data = zip_bytes([("ro/", b"", 0o40555), ("ro/f", b"x", 0o100444)])
     sink = DirectorySink(str(box / "recv"), offer_for(data))
     feed(sink, data)
     sink.finish()
-    assert stat.S_IMODE(os.stat(box / "recv" / "ro").st_mode) == 0o555
+    assert stat.S_IMODE(os.stat(box / "recv" / "ro").st_mode) == 0o755
+    assert stat.S_IMODE(os.stat(box / "recv" / "ro" / "f").st_mode) == 0o644
     assert (box / "recv" / "ro" / "f").read_bytes() == b"x"
-    os.chmod(box / "recv" / "ro", 0o755)
+
+
+HOSTILE_MODES = [("open/", b"", 0o40777), ("open/world", b"w", 0o100777),
+                 ("setuid", b"u", 0o104755), ("everything", b"e", 0o107777),
+                 ("sticky/", b"", 0o41777), ("setgid/", b"", 0o42775),
+                 ("sticky/f", b"f", 0o101666), ("plain", b"p", 0o100644),
+                 ("private", b"q", 0o100600), ("none", b"n", None)]
+
+
+@pytest.mark.parametrize(("umask", "file", "executable", "folder"), [
+    (0o022, 0o644, 0o755, 0o755), (0o002, 0o664, 0o775, 0o775), (0o077, 0o600, 0o700, 0o700)])
+def test_hostile_modes_arrive_as_the_receivers_umask_allows(
+        box: Path, umask: int, file: int, executable: int, folder: int) -> None:
+    """Modes used to be applied as sent: a 0o777 file and folder arrived world-writable, and
+    setuid, setgid and sticky bits were kept (official 0.24 does the same)."""
+    data = zip_bytes(HOSTILE_MODES)
+    old = os.umask(umask)
+    try:
+        sink = DirectorySink(str(box / "recv"), offer_for(data))
+        feed(sink, data)
+        sink.finish()
+    finally:
+        os.umask(old)
+    got = {rel: mode for rel, (_, mode, _) in snapshot(box / "recv").items()}
+    assert got == {"open": folder, "open/world": executable, "setuid": executable,
+                   "everything": executable, "sticky": folder, "setgid": folder,
+                   "sticky/f": file, "plain": file, "private": file, "none": file}
+    assert stat.S_IMODE(os.stat(box / "recv").st_mode) == folder
 
 
 UNREADABLE_FOLDERS = """
@@ -430,8 +469,9 @@ except RejectedError:
 
 def test_unreadable_folders_are_cleaned_after_a_late_failure(box: Path) -> None:
     """Folders without read permission (0o100, 0o300) used to survive the cleanup, and
-    retrying rmtree's failed os.open raised TypeError instead of the real error. Root
-    ignores modes, so as root this runs without the capability to do so."""
+    retrying rmtree's failed os.open raised TypeError instead of the real error. Sent folder
+    modes are no longer applied, so this now also checks that such a zip leaves nothing.
+    Root ignores modes, so as root this runs without the capability to do so."""
     import shutil
 
     command = [sys.executable, "-c", UNREADABLE_FOLDERS, str(box)]
@@ -527,6 +567,55 @@ def test_many_more_files_than_offered_refused(tmp_path: Path, box: Path) -> None
     data = zip_bytes([(f"f{i}", b"", 0o100644) for i in range(200)])
     assert_refused(tmp_path, box, data, "holds more than 101 files, but 1 were offered",
                    offer_for(data, numfiles=1))
+
+
+@pytest.mark.parametrize("entries", [[], [("d/", b"", 0o40755)], [("./", b"", 0o40755)]],
+                         ids=["no-entries", "one-folder", "root-only"])
+def test_empty_archive_refused_when_files_were_offered(tmp_path: Path, box: Path,
+                                                       entries: list[tuple]) -> None:
+    """An archive with no file used to be accepted for an offer of files, leaving an empty
+    folder where the user accepted (here) 3 files of 1,000 bytes."""
+    data = zip_bytes(entries)
+    assert_refused(tmp_path, box, data, "holds no files, but 3 were offered",
+                   offer_for(data, numfiles=3, numbytes=1000))
+
+
+def many_empty_folders(root: Path, count: int) -> Path:
+    for i in range(count):
+        (root / f"sub{i // 50}" / f"empty{i:04d}").mkdir(parents=True)
+    (root / "one.txt").write_bytes(os.urandom(5000))
+    (root / "sub0" / "two.txt").write_bytes(b"")
+    return root
+
+
+@pytest.mark.parametrize("sender", ["official", "hilltop"])
+def test_honest_zip_with_many_empty_folders_accepted(tmp_path: Path, box: Path,
+                                                     sender: str) -> None:
+    tree = many_empty_folders(tmp_path / "tree", 300)
+    if sender == "official":
+        data = official_zip(tree)
+        offer = offer_for(data, "tree")
+    else:
+        with open_source(str(tree)) as source:
+            offer, data = source.offer, source.read(source.size)
+    entries = [n for n in zipfile.ZipFile(io.BytesIO(data)).namelist() if n.endswith("/")]
+    assert len(entries) == 300 > foldersink.FOLDER_ENTRY_SLACK
+    sink = DirectorySink(str(box / "tree"), offer)
+    feed(sink, data)
+    sink.finish()
+    assert len(list((box / "tree").rglob("empty*"))) == 300
+
+
+def test_folder_entries_beyond_what_the_offer_leaves_room_for_refused(
+        tmp_path: Path, box: Path) -> None:
+    """Folder entries were not counted: an offer of one file as big as nearly its whole zip
+    could bring a folder per 80 bytes of that zip instead (here 500)."""
+    data = zip_bytes([(f"d{i:03d}/", b"", 0o40755) for i in range(500)]
+                     + [("f", b"", 0o100644)])
+    offer = DirectoryOffer("recv", zipsize=len(data), numbytes=len(data) - 200, numfiles=1)
+    assert foldersink.max_folder_entries(offer) == foldersink.FOLDER_ENTRY_SLACK + 1
+    assert_refused(tmp_path, box, data, "more than 101 folder entries, more than its offer",
+                   offer)
 
 
 def test_small_disagreement_with_offer_tolerated(box: Path) -> None:

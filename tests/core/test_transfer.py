@@ -23,6 +23,7 @@ from hilltop.transfer.offers import (
     parse_app_message,
 )
 from hilltop.transfer.targets import (
+    BLOCK_PER_FILE,
     check_free_space,
     free_space,
     safe_name,
@@ -247,6 +248,17 @@ def test_free_space_reader(tmp_path) -> None:
     assert free_space(str(tmp_path / "missing")) is None
 
 
-def test_space_needed_counts_zip_and_files_for_directories() -> None:
+def test_space_needed_for_a_file_is_its_size() -> None:
     assert space_needed(FileOffer("a", 10)) == 10
-    assert space_needed(DirectoryOffer("d", zipsize=30, numbytes=10, numfiles=1)) == 40
+    assert space_needed(FileOffer("a", 0)) == 0
+
+
+def test_space_needed_for_a_folder_counts_its_files_not_its_zip() -> None:
+    """The zip is unpacked as it arrives and never stored; counting it refused a 30 MB folder
+    with 45 MB free ("need 60000352 bytes")."""
+    folder = DirectoryOffer("d", zipsize=30_000_352, numbytes=30_000_000, numfiles=3)
+    assert space_needed(folder) == 30_000_000 + 3 * BLOCK_PER_FILE
+    check_free_space("/d", space_needed(folder), 45_000_000)
+    assert space_needed(DirectoryOffer("d", zipsize=22, numbytes=0, numfiles=0)) == 0
+    many = DirectoryOffer("d", zipsize=2_000_000, numbytes=10_000, numfiles=10_000)
+    assert space_needed(many) == 10_000 + 10_000 * 4096  # each tiny file takes a block
