@@ -337,13 +337,13 @@ def test_directory_round_trip_preserves_tree_and_executables(tmp_path: Path, box
         assert sink.finish() == sent.hexdigest()
     assert without_modes(snapshot(target)) == without_modes(snapshot(tree))
     assert stat.S_IMODE(os.stat(target / "a" / "run.sh").st_mode) == 0o755
-    assert stat.S_IMODE(os.stat(target / "secret").st_mode) == 0o644  # the umask decides
+    assert stat.S_IMODE(os.stat(target / "secret").st_mode) == 0o600  # narrowing is kept
     assert stat.S_IMODE(os.stat(target / "a").st_mode) == 0o755  # sent 0o750
     assert os.listdir(box) == ["tree"]
 
 
 def without_modes(snap: dict[str, tuple]) -> dict[str, tuple]:
-    """Only the executable bit of a sent mode arrives (hilltop.transfer.modes)."""
+    """A sent mode only narrows, bar the executable bit (hilltop.transfer.modes)."""
     return {rel: (kind, content) for rel, (kind, _, content) in snap.items()}
 
 
@@ -400,7 +400,7 @@ def test_any_standard_zip_accepted(box: Path, compression: int, zip64: bool) -> 
     feed(sink, data, 100)
     sink.finish()
     assert (box / "recv" / "d" / "x.txt").read_bytes() == b"hello " * 1000
-    assert stat.S_IMODE(os.stat(box / "recv" / "d" / "x.txt").st_mode) == 0o644
+    assert stat.S_IMODE(os.stat(box / "recv" / "d" / "x.txt").st_mode) == 0o640
     assert (box / "recv" / "plain.txt").read_bytes() == b"no mode"
 
 
@@ -422,10 +422,11 @@ HOSTILE_MODES = [("open/", b"", 0o40777), ("open/world", b"w", 0o100777),
                  ("private", b"q", 0o100600), ("none", b"n", None)]
 
 
-@pytest.mark.parametrize(("umask", "file", "executable", "folder"), [
-    (0o022, 0o644, 0o755, 0o755), (0o002, 0o664, 0o775, 0o775), (0o077, 0o600, 0o700, 0o700)])
+@pytest.mark.parametrize(("umask", "file", "plain", "executable", "folder"), [
+    (0o022, 0o644, 0o644, 0o755, 0o755), (0o002, 0o664, 0o644, 0o775, 0o775),
+    (0o077, 0o600, 0o600, 0o700, 0o700)])
 def test_hostile_modes_arrive_as_the_receivers_umask_allows(
-        box: Path, umask: int, file: int, executable: int, folder: int) -> None:
+        box: Path, umask: int, file: int, plain: int, executable: int, folder: int) -> None:
     """Modes used to be applied as sent: a 0o777 file and folder arrived world-writable, and
     setuid, setgid and sticky bits were kept (official 0.24 does the same)."""
     data = zip_bytes(HOSTILE_MODES)
@@ -437,9 +438,11 @@ def test_hostile_modes_arrive_as_the_receivers_umask_allows(
     finally:
         os.umask(old)
     got = {rel: mode for rel, (_, mode, _) in snapshot(box / "recv").items()}
-    assert got == {"open": folder, "open/world": executable, "setuid": executable,
+    assert got == {"open": folder, "open/world": executable,
+                   "setuid": executable & 0o755,  # sent 0o4755: no group write to keep
                    "everything": executable, "sticky": folder, "setgid": folder,
-                   "sticky/f": file, "plain": file, "private": file, "none": file}
+                   "sticky/f": file, "plain": plain, "private": 0o600,
+                   "none": 0o600}  # zipfile writes 0o600 for an entry given no mode
     assert stat.S_IMODE(os.stat(box / "recv").st_mode) == folder
 
 
