@@ -1,20 +1,82 @@
-"""The progress bar: tqdm on stderr, only when stderr is a terminal and not --hide-progress."""
+"""What a person sees while bytes move: the status line, one progress bar, the summary.
+
+Why one object for all three: the bar used to be opened before transit connected, so tqdm drew
+"0%" first and the "Receiving (->direct-tcp ...)" line then landed after it, leaving a stale 0%
+line and a split status line on the screen. Here the bar exists only from the moment the
+connection line has been printed, and the clock that the summary reports starts then too.
+"""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from typing import TextIO
+
+from hilltop.cli import output
+from hilltop.units import readable_duration, readable_rate, readable_size
+
+
+class TransferProgress:
+    """The screen side of one transfer of ``total`` bytes.
+
+    ``connected(line, via)`` prints ``line`` and only then opens the bar (at most once);
+    ``update(n)`` advances it; ``summary(verb)`` closes the bar and says how it went. The bar is
+    drawn only on a terminal and without --hide-progress, as the official client does.
+    """
+
+    def __init__(self, total: int, hide: bool, stream: TextIO | None = None) -> None:
+        self.total = total
+        self._stream = stream or sys.stderr
+        self._show_bar = not hide and self._stream.isatty()
+        self._bars = ExitStack()
+        self._advance = _ignore
+        self._started: float | None = None
+        self._via = ""
+
+    def connected(self, line: str, via: str) -> None:
+        """The transport won: say so on its own line, then start the bar and the clock."""
+        if self._started is not None:
+            return  # one bar per transfer
+        output.status(line, self._stream)
+        self._via = via
+        self._started = time.monotonic()
+        if self._show_bar:
+            from tqdm import tqdm  # ~60 ms to import: only when there is a bar to draw
+
+            bar = self._bars.enter_context(tqdm(
+                total=self.total, unit="B", unit_scale=True, unit_divisor=1000,
+                file=self._stream, dynamic_ncols=True, leave=False))
+            self._advance = bar.update
+
+    def update(self, nbytes: int) -> None:
+        self._advance(nbytes)
+
+    def close(self) -> None:
+        """Take the bar off the screen (leave=False erases it) before anything else is said."""
+        self._advance = _ignore
+        self._bars.close()
+
+    def summary(self, verb: str) -> str:
+        """``"Received 1.0 GB in 2.3 s (445.0 MB/s) via direct-tcp 127.0.0.1:41234"``."""
+        self.close()
+        elapsed = 0.0 if self._started is None else time.monotonic() - self._started
+        line = (f"{verb} {readable_size(self.total)} in {readable_duration(elapsed)} "
+                f"({readable_rate(self.total, elapsed)})")
+        return f"{line} via {self._via}" if self._via else line
+
+
+def _ignore(_nbytes: int) -> None:
+    pass
 
 
 @contextmanager
-def progress_bar(total: int, hide: bool) -> Iterator[Callable[[int], None]]:
-    """Yield an ``update(nbytes)`` callable; a no-op when there is no bar to draw."""
-    if hide or not sys.stderr.isatty():
-        yield lambda _n: None
-        return
-    from tqdm import tqdm  # ~60 ms to import: only when there is a bar to draw
-
-    with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, file=sys.stderr,
-              dynamic_ncols=True, leave=False) as bar:
-        yield bar.update
+def transfer_progress(total: int, hide: bool,
+                      stream: TextIO | None = None) -> Iterator[TransferProgress]:
+    """A :class:`TransferProgress` whose bar is erased however the transfer ends."""
+    shown = TransferProgress(total, hide, stream)
+    try:
+        yield shown
+    finally:
+        shown.close()

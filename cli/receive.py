@@ -11,7 +11,7 @@ from hilltop import api
 from hilltop.cli import codeinput, output, timing
 from hilltop.cli import lan as cli_lan
 from hilltop.cli.common import GlobalOptions, run, zero_mode_code
-from hilltop.cli.progress import progress_bar
+from hilltop.cli.progress import TransferProgress, transfer_progress
 from hilltop.cli.send import close_quietly, describe_offer
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
 from hilltop.cli.transitopts import (
@@ -23,6 +23,7 @@ from hilltop.cli.transitopts import (
 )
 from hilltop.errors import HilltopError, LocalError, RejectedError
 from hilltop.transfer import offers, story, targets
+from hilltop.units import readable_size
 
 if TYPE_CHECKING:  # imported where a file is received: a text message needs none of it
     from hilltop.transfer.filesink import FileSink
@@ -144,7 +145,9 @@ def _prepare(offer: offers.FileOffer | offers.DirectoryOffer,
     output.status(f"Receiving {describe_offer(offer)}")
     if not choices.accept_file:
         where = os.path.relpath(target)
-        if not output.ask_yes_no(f"ok? (y/N) [saves as {where}]: "):
+        size = readable_size(offer.filesize if isinstance(offer, offers.FileOffer)
+                             else offer.numbytes)
+        if not output.ask_yes_no(f"ok? (y/N) [saves {size} as {where}]: "):
             raise RejectedError("transfer rejected")
     return story.open_sink(offer, target)
 
@@ -158,13 +161,18 @@ async def _receive_file(reactor: Any, w: api.Wormhole,
         w.send_message(offers.ErrorMsg(REJECTED).to_wire())
         raise
     size = story.wire_size(offer)
-    with progress_bar(size, choices.hide_progress) as update:
+    with transfer_progress(size, choices.hide_progress) as shown:
         await story.receive_into(
             reactor, w, peer_transit, sink, size, choices.options,
-            on_connected=lambda desc: output.status(f"Receiving (->{desc})..."),
-            progress=update,
-            on_unacknowledged=lambda why: output.status(
-                f"Warning: everything arrived, but the sender may not know ({why})"),
+            on_connected=lambda desc: shown.connected(f"Receiving (->{desc})...", desc),
+            progress=shown.update,
+            on_unacknowledged=lambda why: _warn_unacknowledged(shown, why),
         )
+        output.status(shown.summary("Received"))
     output.status(f"Received {os.path.relpath(sink.target)}")
     return 0
+
+
+def _warn_unacknowledged(shown: TransferProgress, why: str) -> None:
+    shown.close()  # every byte is in: the bar goes, so the warning gets a line of its own
+    output.status(f"Warning: everything arrived, but the sender may not know ({why})")

@@ -14,7 +14,7 @@ from hilltop import api
 from hilltop.cli import lan as cli_lan
 from hilltop.cli import output, prompts, timing
 from hilltop.cli.common import GlobalOptions, run, zero_mode_code
-from hilltop.cli.progress import progress_bar
+from hilltop.cli.progress import transfer_progress
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
 from hilltop.cli.transitopts import (
     app_versions,
@@ -26,6 +26,7 @@ from hilltop.cli.transitopts import (
 from hilltop.errors import RejectedError, TransferError
 from hilltop.transfer import offers
 from hilltop.transit.options import TransitOptions
+from hilltop.units import readable_size
 
 if TYPE_CHECKING:  # imported where a file is sent: a text message needs none of it
     from hilltop.transfer.source import Source
@@ -181,7 +182,7 @@ async def confirm_key(reactor: Any, w: api.Wormhole, verify: bool) -> dict:
 
 async def _send_text(reactor: Any, w: api.Wormhole, text: str,
                      how: Announcement) -> int:
-    output.status(f"Sending text message ({len(text.encode('utf-8'))} bytes)")
+    output.status(f"Sending text message ({readable_size(len(text.encode('utf-8')))})")
     await announce_code(w, how)
     await confirm_key(reactor, w, how.verify)
     w.send_message(offers.TextOffer(text).to_wire())
@@ -196,10 +197,11 @@ async def _send_text(reactor: Any, w: api.Wormhole, text: str,
 
 
 def describe_offer(offer: offers.FileOffer | offers.DirectoryOffer) -> str:
+    """The offer in a line, sizes first as official 0.24 words it ("1.2 MB file named 'x'")."""
     if isinstance(offer, offers.FileOffer):
-        return f"{offer.filesize} bytes file named '{offer.filename}'"
+        return f"{readable_size(offer.filesize)} file named '{offer.filename}'"
     return (f"directory named '{offer.dirname}' ({offer.numfiles} files, "
-            f"{offer.numbytes} bytes, {offer.zipsize} bytes on the wire)")
+            f"{readable_size(offer.numbytes)}, {readable_size(offer.zipsize)} on the wire)")
 
 
 async def _send_file(reactor: Any, w: api.Wormhole, source: Source,
@@ -210,14 +212,15 @@ async def _send_file(reactor: Any, w: api.Wormhole, source: Source,
     output.status(f"Sending {describe_offer(source.offer)}")
     await announce_code(w, how)
     await confirm_key(reactor, w, how.verify)
-    with progress_bar(source.size, hide_progress) as update:
+    with transfer_progress(source.size, hide_progress) as shown:
         from hilltop.transfer import story  # the transit machinery: only to send a file
 
         await story.send_source(
             reactor, w, source, options,
-            on_connected=lambda desc: output.status(f"Sending ({desc})..."),
-            progress=update,
+            on_connected=lambda desc: shown.connected(f"Sending ({desc})...", desc),
+            progress=shown.update,
         )
+        output.status(shown.summary("Sent"))
     output.status("File sent and confirmed by the receiver. Transfer complete.")
     return 0
 

@@ -19,6 +19,7 @@ from typing import Final
 
 from hilltop.errors import RejectedError
 from hilltop.transfer.offers import DirectoryOffer, FileOffer
+from hilltop.units import readable_size
 
 MAX_NAME_BYTES: Final = 255
 """NAME_MAX on every common filesystem; longer names would fail later with a cryptic OSError."""
@@ -99,9 +100,11 @@ def space_needed(offer: FileOffer | DirectoryOffer) -> int:
 def check_free_space(directory: str, needed: int, free_bytes: int | None) -> None:
     """Refuse a transfer that cannot fit. ``free_bytes=None`` means "unknown": let it through."""
     if free_bytes is not None and free_bytes < needed:
+        need, have = readable_size(needed), readable_size(free_bytes)
+        if need == have:  # "need 45.0 MB, only 45.0 MB available" would explain nothing
+            need, have = f"{needed} bytes", f"{free_bytes} bytes"
         raise RejectedError(
-            f"not enough free space in {directory!r}: need {needed} bytes, "
-            f"only {free_bytes} available")
+            f"not enough free space in {directory!r}: need {need}, only {have} available")
 
 
 def free_space(directory: str) -> int | None:

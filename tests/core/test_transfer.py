@@ -243,6 +243,14 @@ def test_free_space_decision() -> None:
         check_free_space("/d", 101, 100)
 
 
+def test_free_space_refusal_is_readable() -> None:
+    with pytest.raises(RejectedError, match=r"need 60\.0 MB, only 45\.0 MB available$"):
+        check_free_space("/d", 60_000_352, 45_000_000)
+    # sizes that read the same are told apart by their exact counts
+    with pytest.raises(RejectedError, match="need 45000001 bytes, only 45000000 bytes"):
+        check_free_space("/d", 45_000_001, 45_000_000)
+
+
 def test_free_space_reader(tmp_path) -> None:
     assert isinstance(free_space(str(tmp_path)), int)
     assert free_space(str(tmp_path / "missing")) is None

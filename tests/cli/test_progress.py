@@ -1,0 +1,65 @@
+"""The transfer's screen: the connection line first, then one bar, then the summary."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+
+from hilltop.cli import progress
+from hilltop.cli.progress import TransferProgress, transfer_progress
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_nothing_is_drawn_before_the_connection_line() -> None:
+    screen = FakeTerminal()
+    shown = TransferProgress(2_000_000, hide=False, stream=screen)
+    shown.update(0)
+    assert screen.getvalue() == ""  # no bar (and so no 0% line) before transit connected
+    shown.connected("Receiving (->direct-tcp 127.0.0.1:4001)...", "direct-tcp 127.0.0.1:4001")
+    first_line, _, rest = screen.getvalue().partition("\n")
+    assert first_line == "Receiving (->direct-tcp 127.0.0.1:4001)..."
+    assert "%" in rest  # the bar comes after the line, never before
+    shown.update(2_000_000)
+    shown.summary("Received")
+
+
+def test_one_bar_per_transfer() -> None:
+    screen = FakeTerminal()
+    shown = TransferProgress(10, hide=False, stream=screen)
+    shown.connected("Sending (direct-tcp)...", "direct-tcp")
+    shown.connected("Sending (relay)...", "relay")
+    assert screen.getvalue().count("Sending (") == 1
+    assert shown.summary("Sent").endswith(" via direct-tcp")
+
+
+def test_summary_gives_size_time_rate_and_transport(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = iter([100.0, 102.25])
+    monkeypatch.setattr(progress.time, "monotonic", lambda: next(clock))
+    shown = TransferProgress(1_000_000_000, hide=True, stream=io.StringIO())
+    shown.connected("Receiving (->direct-tcp 127.0.0.1:41234)...", "direct-tcp 127.0.0.1:41234")
+    assert shown.summary("Received") == (
+        "Received 1.0 GB in 2.2 s (444.4 MB/s) via direct-tcp 127.0.0.1:41234")
+
+
+def test_no_bar_off_a_terminal_or_when_hidden() -> None:
+    for hide, screen in ((False, io.StringIO()), (True, FakeTerminal())):
+        with transfer_progress(5, hide, screen) as shown:
+            shown.connected("Sending (relay)...", "relay")
+            shown.update(5)
+        assert screen.getvalue() == "Sending (relay)...\n"
+
+
+def test_the_bar_is_erased_when_the_transfer_fails() -> None:
+    screen = FakeTerminal()
+    with pytest.raises(RuntimeError), transfer_progress(10, False, screen) as shown:
+        shown.connected("Sending (relay)...", "relay")
+        shown.update(3)
+        raise RuntimeError("peer went away")
+    # tqdm with leave=False blanks its line and returns to its start: no stale bar stays
+    assert re.search(r"\r +\r$", screen.getvalue())
