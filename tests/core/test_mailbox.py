@@ -356,7 +356,9 @@ def test_close_before_any_peer_is_lonely_and_releases_the_nameplate() -> None:
     pump(ca)
     a.close()
     pump(ca)
-    assert of(mb.ClosedEvent, events(a)) == [mb.ClosedEvent("lonely", None)]
+    evs = events(a)
+    assert of(mb.ClosedEvent, evs) == [mb.ClosedEvent("lonely", None)]
+    assert not of(mb.CodeConsumed, evs)  # nobody used the code
     kinds = [m["type"] for side, m in server.log if side == a.side]
     assert "release" in kinds and "close" in kinds
 
@@ -486,14 +488,3 @@ def test_code_is_consumed_once_the_peer_came_and_the_server_released_it() -> Non
     b.close()
     pump(ca, cb)
     assert not of(mb.CodeConsumed, events(a) + events(b))
-
-
-def test_a_lonely_close_does_not_consume_the_code() -> None:
-    server = FakeServer()
-    a = engine(62)
-    ca = server.connect(a)
-    a.set_code("9-alone-here")
-    pump(ca)
-    a.close()
-    pump(ca)
-    assert not of(mb.CodeConsumed, events(a))
