@@ -219,8 +219,9 @@ def test_modes_an_official_sender_zips_are_a_wish(fresh_code: str, tmp_path: Pat
                                                   hilltop: Callable[..., Peer],
                                                   official: Callable[..., Peer]) -> None:
     """Official 0.24 zips each entry's mode as it is (setuid too), and hilltop used to apply
-    it: a world-writable file or empty folder arrived world-writable. Now only a file's
-    executable bit counts and the receiver's umask does the rest (hilltop.transfer.modes)."""
+    it: a world-writable file or empty folder arrived world-writable. Now a sent mode only
+    narrows the receiver's umask default, bar a file's executable bit
+    (hilltop.transfer.modes)."""
     root = tmp_path / "modes"
     (root / "open-empty").mkdir(parents=True)  # empty: the only folders with an entry
     (root / "sticky-empty").mkdir()
@@ -241,7 +242,7 @@ def test_modes_an_official_sender_zips_are_a_wish(fresh_code: str, tmp_path: Pat
     got = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (dest / "modes").iterdir()}
     executable, plain = 0o777 & ~umask, 0o666 & ~umask
     assert got == {"open-empty": executable, "sticky-empty": executable, "world": executable,
-                   "setuid": executable, "everything": executable, "private": plain,
+                   "setuid": executable, "everything": executable, "private": 0o600,
                    "plain": plain}, received.describe()
 
 
