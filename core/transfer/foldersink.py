@@ -193,6 +193,10 @@ class _Unpacker(Offered):
         self._relative_paths: list[str] = []  # of each member, in archive order
         self._central_index = 0
         self._umask = _umask_shown_by(self.path)
+        try:  # private while it fills: its files get their narrowed modes only at the end
+            os.chmod(self.path, _PRIVATE_FOLDER)
+        except OSError as err:
+            raise io_error(err, f"making {self.path!r} private") from None
         self._plain_file_mode = received_mode(None, umask=self._umask, is_dir=False)
         self._file_modes: list[tuple[str, int]] = []  # only those that need a chmod
         self._trimmer = Trimmer()  # one buffer per member: keep the heap from fragmenting
@@ -255,6 +259,7 @@ class _Unpacker(Offered):
         try:
             for relative, mode in self._file_modes:
                 os.chmod(os.path.join(self.path, relative), mode)
+            os.chmod(self.path, received_mode(None, umask=self._umask, is_dir=True))
         except OSError as err:
             raise io_error(err, "setting permissions") from None
         return digest
@@ -314,6 +319,12 @@ class DirectorySink(Sink):
             if err.errno in (errno.EEXIST, errno.ENOTEMPTY):
                 raise appeared(self.target) from None
             raise io_error(err, f"moving the received folder to {self.target!r}") from None
+
+
+_PRIVATE_FOLDER = 0o700
+"""The hidden temporary folder's mode until it is complete. Why: every file in it is created
+with the umask default and narrowed (a sent 0o600 key) only once the archive's central
+directory has been read, at the end; until then only the receiver may look inside."""
 
 
 def _umask_shown_by(folder: str) -> int:

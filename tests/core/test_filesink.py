@@ -415,6 +415,21 @@ def test_read_only_modes_as_sent_are_not_applied(box: Path) -> None:
     assert (box / "recv" / "ro" / "f").read_bytes() == b"x"
 
 
+@pytest.mark.usefixtures("umask_022")
+def test_a_folder_is_private_until_its_files_have_their_modes(box: Path) -> None:
+    """A sent 0o600 file is created with the umask default and narrowed only at the end (the
+    central directory says its mode): until then nobody else may look into the folder."""
+    data = zip_bytes([("key", b"secret" * 1000, 0o100600), ("plain", b"p", 0o100644)])
+    sink = DirectorySink(str(box / "recv"), offer_for(data))
+    feed(sink, data[:len(data) // 2])
+    hidden = box / ".recv.hilltop-dir"
+    assert stat.S_IMODE(os.stat(hidden).st_mode) == 0o700
+    feed(sink, data[len(data) // 2:])
+    sink.finish()
+    assert stat.S_IMODE(os.stat(box / "recv").st_mode) == 0o755
+    assert stat.S_IMODE(os.stat(box / "recv" / "key").st_mode) == 0o600
+
+
 HOSTILE_MODES = [("open/", b"", 0o40777), ("open/world", b"w", 0o100777),
                  ("setuid", b"u", 0o104755), ("everything", b"e", 0o107777),
                  ("sticky/", b"", 0o41777), ("setgid/", b"", 0o42775),
