@@ -75,17 +75,6 @@ def received_text(message: str, stream: TextIO | None = None) -> None:
     out.flush()
 
 
-def ask_yes_no(question: str) -> bool:
-    """Ask on the terminal; anything but yes/y counts as no (and so does a closed stdin)."""
-    # stdout carries received data; prompts go with the status
-    sys.stderr.write(terminal_safe(question))
-    sys.stderr.flush()
-    answer = sys.stdin.readline()
-    if not answer:
-        return False  # closed stdin
-    return answer.strip().lower() in ("y", "yes")
-
-
 def qr_code(data: str, stream: TextIO | None = None) -> None:
     """Draw ``data`` as a QR code in text, as the official client does before its instructions.
 

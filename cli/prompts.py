@@ -22,6 +22,8 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 
+from hilltop.cli import output
+
 STDIN = 0
 
 YES = ("y", "yes")
@@ -45,8 +47,9 @@ def read_line(reactor: Any, fd: int = STDIN) -> Deferred[str]:
 
 
 async def ask_yes_no(reactor: Any, question: str, fd: int = STDIN) -> bool:
-    """Ask on stderr (stdout carries received data) and wait for yes or no without blocking."""
-    sys.stderr.write(question)
+    """Ask on stderr (stdout carries received data) and wait for yes or no without blocking.
+    The question may hold what a peer chose (an offered name): it is shown escaped."""
+    sys.stderr.write(output.terminal_safe(question))
     sys.stderr.flush()
     answer = await read_line(reactor, fd)
     return answer.strip().lower() in YES

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from hilltop import api
-from hilltop.cli import codeinput, output, timing
+from hilltop.cli import codeinput, output, prompts, timing
 from hilltop.cli import lan as cli_lan
 from hilltop.cli.common import GlobalOptions, run, zero_mode_code
 from hilltop.cli.progress import TransferProgress, transfer_progress
@@ -136,8 +136,8 @@ async def _receive(reactor: Any, w: api.Wormhole, choices: _Choices) -> int:
     return await _receive_file(reactor, w, offer, peer_transit, choices)
 
 
-def _prepare(offer: offers.FileOffer | offers.DirectoryOffer,
-             choices: _Choices) -> FileSink | DirectorySink:
+async def _prepare(reactor: Any, offer: offers.FileOffer | offers.DirectoryOffer,
+                   choices: _Choices) -> FileSink | DirectorySink:
     """Every check that can refuse an offer, before a byte is accepted."""
     if choices.only_text:
         raise RejectedError("the sender offered a file, but --only-text was given")
@@ -147,7 +147,7 @@ def _prepare(offer: offers.FileOffer | offers.DirectoryOffer,
         where = os.path.relpath(target)
         size = readable_size(offer.filesize if isinstance(offer, offers.FileOffer)
                              else offer.numbytes)
-        if not output.ask_yes_no(f"ok? (y/N) [saves {size} as {where}]: "):
+        if not await prompts.ask_yes_no(reactor, f"ok? (y/N) [saves {size} as {where}]: "):
             raise RejectedError("transfer rejected")
     return story.open_sink(offer, target)
 
@@ -156,7 +156,7 @@ async def _receive_file(reactor: Any, w: api.Wormhole,
                         offer: offers.FileOffer | offers.DirectoryOffer,
                         peer_transit: offers.TransitMsg, choices: _Choices) -> int:
     try:
-        sink = _prepare(offer, choices)
+        sink = await _prepare(reactor, offer, choices)
     except HilltopError:
         w.send_message(offers.ErrorMsg(REJECTED).to_wire())
         raise

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import io
+import os
 import re
 
 import pytest
+import pytest_twisted
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -90,9 +92,19 @@ def test_status_and_error_lines_are_escaped(capsys: pytest.CaptureFixture[str]) 
     assert not RAW_IN_LINE.search(err.replace("\n", ""))
 
 
-def test_the_accept_prompt_is_escaped(monkeypatch: pytest.MonkeyPatch,
-                                      capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
-    assert not output.ask_yes_no(f"ok? (y/N) [saves as {HOSTILE}]: ")
+@pytest_twisted.ensureDeferred
+async def test_the_accept_prompt_is_escaped(capsys: pytest.CaptureFixture[str]) -> None:
+    from twisted.internet import reactor
+
+    from hilltop.cli import prompts
+
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"n\n")
+    os.close(write_end)
+    try:
+        assert not await prompts.ask_yes_no(reactor, f"ok? (y/N) [saves as {HOSTILE}]: ",
+                                            fd=read_end)
+    finally:
+        os.close(read_end)
     err = capsys.readouterr().err
     assert err.startswith("ok? (y/N) [saves as hi\\x1b[2J") and not RAW_IN_LINE.search(err)
