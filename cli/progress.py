@@ -34,6 +34,7 @@ class TransferProgress:
         self._advance = _ignore
         self._started: float | None = None
         self._via = ""
+        self._skipped = 0
 
     def connected(self, line: str, via: str) -> None:
         """The transport won: say so on its own line, then start the bar and the clock."""
@@ -46,9 +47,15 @@ class TransferProgress:
             from tqdm import tqdm  # ~60 ms to import: only when there is a bar to draw
 
             bar = self._bars.enter_context(tqdm(
-                total=self.total, unit="B", unit_scale=True, unit_divisor=1000,
+                total=self.total, initial=self._skipped, unit="B", unit_scale=True,
+                unit_divisor=1000,
                 file=self._stream, dynamic_ncols=True, leave=False))
             self._advance = bar.update
+
+    def skip(self, nbytes: int) -> None:
+        """The first ``nbytes`` were kept from an interrupted transfer (resume): the bar
+        starts there, and the summary counts only what moves now. Before :meth:`connected`."""
+        self._skipped = nbytes
 
     def update(self, nbytes: int) -> None:
         self._advance(nbytes)
@@ -62,8 +69,9 @@ class TransferProgress:
         """``"Received 1.0 GB in 2.3 s (445.0 MB/s) via direct-tcp 127.0.0.1:41234"``."""
         self.close()
         elapsed = 0.0 if self._started is None else time.monotonic() - self._started
-        line = (f"{verb} {readable_size(self.total)} in {readable_duration(elapsed)} "
-                f"({readable_rate(self.total, elapsed)})")
+        moved = self.total - self._skipped
+        line = (f"{verb} {readable_size(moved)} in {readable_duration(elapsed)} "
+                f"({readable_rate(moved, elapsed)})")
         return f"{line} via {self._via}" if self._via else line
 
 

@@ -12,7 +12,7 @@ from hilltop.cli import codeinput, output, prompts, timing
 from hilltop.cli import lan as cli_lan
 from hilltop.cli.common import GlobalOptions, run, zero_mode_code
 from hilltop.cli.progress import TransferProgress, transfer_progress
-from hilltop.cli.send import close_quietly, describe_offer
+from hilltop.cli.send import close_quietly, describe_offer, show_resume
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
 from hilltop.cli.transitopts import (
     app_versions,
@@ -49,14 +49,17 @@ REJECTED = "transfer rejected"
 @click.option("-o", "--output-file", metavar="FILENAME|DIRNAME", default=None,
               help="name to save as, instead of the sender's; an existing directory "
                    "receives the transfer inside it")
+@click.option("--no-resume", is_flag=True,
+              help="start a file over even if an interrupted receive of it was kept "
+                   "(and remove that partial); keep nothing if this one is interrupted")
 @transit_flags
 @tor_flags
 @lan_flags
 @click.pass_obj
 def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, allocate: bool,
             zero_mode: bool, verify: bool, hide_progress: bool, only_text: bool, accept_file: bool,
-            output_file: str | None, listen: bool, transports: str | None, lan: bool,
-            interface: str | None) -> None:
+            output_file: str | None, no_resume: bool, listen: bool, transports: str | None,
+            lan: bool, interface: str | None) -> None:
     """Receive a text message, file, or directory (from 'wormhole send')."""
     typed = "-".join(code) if code else None
     if allocate and (typed is not None or zero_mode or lan or interface):
@@ -65,6 +68,7 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, alloca
         typed = zero_mode_code(typed, bool(lan or interface), "a code")
     options = transit_options(opts.transit_helper, listen, transports)
     choices = _Choices(only_text, accept_file, output_file, hide_progress, options)
+    choices.no_resume = no_resume
     tor = tor_chosen()
     if tor is not None and (lan or interface):
         raise click.UsageError("--tor and --lan exclude each other")
@@ -124,6 +128,7 @@ class _Choices:
         self.output_file = output_file
         self.hide_progress = hide_progress
         self.options = options
+        self.no_resume = False
 
 
 async def _receive(reactor: Any, w: api.Wormhole, choices: _Choices) -> int:
@@ -136,7 +141,8 @@ async def _receive(reactor: Any, w: api.Wormhole, choices: _Choices) -> int:
     return await _receive_file(reactor, w, offer, peer_transit, choices)
 
 
-async def _prepare(reactor: Any, offer: offers.FileOffer | offers.DirectoryOffer,
+async def _prepare(reactor: Any, w: api.Wormhole,
+                   offer: offers.FileOffer | offers.DirectoryOffer,
                    choices: _Choices) -> FileSink | DirectorySink:
     """Every check that can refuse an offer, before a byte is accepted."""
     if choices.only_text:
@@ -149,24 +155,29 @@ async def _prepare(reactor: Any, offer: offers.FileOffer | offers.DirectoryOffer
                              else offer.numbytes)
         if not await prompts.ask_yes_no(reactor, f"ok? (y/N) [saves {size} as {where}]: "):
             raise RejectedError("transfer rejected")
-    return story.open_sink(offer, target)
+    return story.open_sink(offer, target, resumable=await story.may_resume(w),
+                           drop_kept=choices.no_resume)
 
 
 async def _receive_file(reactor: Any, w: api.Wormhole,
                         offer: offers.FileOffer | offers.DirectoryOffer,
                         peer_transit: offers.TransitMsg, choices: _Choices) -> int:
     try:
-        sink = await _prepare(reactor, offer, choices)
+        sink = await _prepare(reactor, w, offer, choices)
     except HilltopError:
         w.send_message(offers.ErrorMsg(REJECTED).to_wire())
         raise
     size = story.wire_size(offer)
+    restart = getattr(sink, "restart_reason", "")
+    if restart:
+        output.status(f"Starting from zero: {restart}")
     with transfer_progress(size, choices.hide_progress) as shown:
         await story.receive_into(
             reactor, w, peer_transit, sink, size, choices.options,
             on_connected=lambda desc: shown.connected(f"Receiving (->{desc})...", desc),
             progress=shown.update,
             on_unacknowledged=lambda why: _warn_unacknowledged(shown, why),
+            on_resume=lambda offset, why: show_resume(shown, offset, why),
         )
         output.status(shown.summary("Received"))
     output.status(f"Received {os.path.relpath(sink.target)}")

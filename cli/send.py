@@ -14,7 +14,7 @@ from hilltop import api
 from hilltop.cli import lan as cli_lan
 from hilltop.cli import output, prompts, timing
 from hilltop.cli.common import GlobalOptions, run, zero_mode_code
-from hilltop.cli.progress import transfer_progress
+from hilltop.cli.progress import TransferProgress, transfer_progress
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
 from hilltop.cli.transitopts import (
     app_versions,
@@ -219,10 +219,20 @@ async def _send_file(reactor: Any, w: api.Wormhole, source: Source,
             reactor, w, source, options,
             on_connected=lambda desc: shown.connected(f"Sending ({desc})...", desc),
             progress=shown.update,
+            on_resume=lambda offset, why: show_resume(shown, offset, why),
         )
         output.status(shown.summary("Sent"))
     output.status("File sent and confirmed by the receiver. Transfer complete.")
     return 0
+
+
+def show_resume(shown: TransferProgress, offset: int, why: str) -> None:
+    """Say where the data starts when the receiver asked to resume (both sides)."""
+    if offset:
+        shown.skip(offset)
+        output.status(f"Resuming at {readable_size(offset)} of {readable_size(shown.total)}")
+    else:
+        output.status(f"Starting from zero: {why}")
 
 
 async def close_quietly(w: api.Wormhole) -> None:

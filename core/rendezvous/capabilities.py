@@ -43,6 +43,16 @@ secretbox was the largest cost left per side. Only advertised where libsodium re
 hardware support, so a peer without it never agrees to it.
 """
 
+RESUME = "resume-v1"
+"""Feature: "I keep an interrupted file receive and can continue it from a new code".
+
+A receiver keeps its hidden partial plus a record of the offer; when a later sender offers
+the same name and size, the receiver's ``answer`` asks to continue at an offset with a fresh
+salt, the sender proves over transit that it has the same prefix, and only the rest crosses
+(:mod:`hilltop.transfer.resume`, docs/protocol-extensions.md). Official peers never list it,
+so towards them a receive starts at zero and an interrupted one removes its partial.
+"""
+
 
 def _aes256gcm_available() -> bool:
     try:
@@ -53,7 +63,7 @@ def _aes256gcm_available() -> bool:
     return bool(lib.crypto_aead_aes256gcm_is_available())
 
 
-FEATURES: tuple[str, ...] = (BIG_RECORDS, UNHASHED_ACK) + (
+FEATURES: tuple[str, ...] = (BIG_RECORDS, UNHASHED_ACK, RESUME) + (
     (AES_RECORDS,) if _aes256gcm_available() else ())
 """Features this build advertises by default."""
 

@@ -83,17 +83,20 @@ def calm_gc() -> Iterator[None]:
 
 # --- sending --------------------------------------------------------------------------------------
 async def send(reactor: Any, conn: TransitConnection, source: Source, progress: Progress,
-               record_size: int, hashed: bool = True) -> str | None:
-    """Stream ``source`` as records; returns its SHA-256 (hex), or None when not ``hashed``."""
+               record_size: int, hashed: bool = True, *, hasher: Any = None) -> str | None:
+    """Stream ``source`` as records; returns its SHA-256 (hex), or None when not ``hashed``.
+    ``hasher`` goes on hashing from bytes sent before (a resumed file's kept prefix)."""
     if source.size == 0:
         # Nothing to send, and a receiver expecting nothing acks and hangs up at once, maybe
         # before we would have started: streaming "nothing" then failed on the hang-up.
         return hashlib.sha256().hexdigest() if hashed else None
+    if hasher is None and hashed:
+        hasher = hashlib.sha256()
     with calm_gc():
         sock = await conn.borrow_socket_for_sending()
         if sock is not None:
-            return await _pump_out(reactor, conn, sock, source, progress, record_size, hashed)
-        producer = _SourceProducer(reactor, conn, source, progress, record_size, hashed)
+            return await _pump_out(reactor, conn, sock, source, progress, record_size, hasher)
+        producer = _SourceProducer(reactor, conn, source, progress, record_size, hasher)
         lost = conn.when_closed()
         conn.registerProducer(producer, True)
         lost.addCallback(lambda _: producer.stopProducing())
@@ -105,12 +108,11 @@ async def send(reactor: Any, conn: TransitConnection, source: Source, progress: 
 
 
 async def _pump_out(reactor: Any, conn: TransitConnection, sock: socket.socket, source: Source,
-                    progress: Progress, record_size: int, hashed: bool) -> str | None:
+                    progress: Progress, record_size: int, hasher: Any) -> str | None:
     """Send on a thread of its own, straight from the file to the socket (:mod:`bulkpump`)."""
     from hilltop.transit import bulkpump
 
-    work = bulkpump.send_source(source, conn.sealer, record_size,
-                                hashlib.sha256() if hashed else None)
+    work = bulkpump.send_source(source, conn.sealer, record_size, hasher)
     pump = bulkpump.Pump(reactor, sock, work, progress, "hilltop-send")
 
     def peer_gone(_: object) -> None:  # seen by the reactor, which keeps reading
@@ -139,14 +141,13 @@ class _SourceProducer:
     """
 
     def __init__(self, reactor: Any, conn: TransitConnection, source: Source,
-                 progress: Progress, record_size: int, hashed: bool = True) -> None:
+                 progress: Progress, record_size: int, hasher: Any) -> None:
         from hilltop.transit.bulkpump import BatchSealer
         from hilltop.transit.pipeline import OrderedWorker
 
         self._conn = conn
         self._progress = progress
-        self._batches = BatchSealer(source, conn.sealer, record_size, _BATCH_BYTES,
-                                    hashlib.sha256() if hashed else None)
+        self._batches = BatchSealer(source, conn.sealer, record_size, _BATCH_BYTES, hasher)
         self._ready: deque[tuple[bytes, int]] = deque()
         self._paused = False
         self._eof = False

@@ -20,6 +20,7 @@ import errno
 import hashlib
 import mmap
 import os
+import time
 from enum import Enum, auto
 from typing import Any, TypeVar
 
@@ -30,7 +31,7 @@ from hilltop.errors import (
     ProtocolError,
     RejectedError,
 )
-from hilltop.transfer import partials
+from hilltop.transfer import partials, resume
 
 T = TypeVar("T")
 
@@ -267,6 +268,7 @@ class Offered:
         self.received = 0
         self.hash: Any = hashlib.sha256()
         self._closed = False
+        self.spoiled = False  # a write or the final check failed: keep nothing
 
     def write(self, data: bytes | memoryview) -> None:
         raise NotImplementedError
@@ -312,16 +314,20 @@ class _Spool(Offered):
     ``write`` may be called from a worker thread (one at a time); ``data`` may be any buffer.
     """
 
-    def __init__(self, directory: str, name: str, size: int, what: str) -> None:
+    def __init__(self, directory: str, name: str, size: int, what: str, *,
+                 drop_kept: bool = False) -> None:
         super().__init__(size, what)
         try:
-            self.path, self._fd = partials.claim_file(directory, name)
+            self.path, self._fd = self._claim(directory, name, drop_kept)
         except OSError as err:
             raise io_error(err, f"creating a temporary file in {directory!r}") from None
         self.direct_io = size >= DIRECT_MIN_SIZE  # see _DirectWriter
         self._direct: _DirectWriter | None = None
         self._writeback_from = 0  # page-cache writes: where the last write-back request ended
         self._writeback: _WriteBack | None = None
+
+    def _claim(self, directory: str, name: str, drop_kept: bool) -> tuple[str, int]:
+        return partials.claim_file(directory, name, drop_kept=drop_kept)
 
     def write(self, data: bytes | memoryview) -> None:
         self._admit(data)
@@ -449,6 +455,7 @@ class Sink:
         try:
             self._spool.write(data)
         except BaseException:
+            self._spool.spoiled = True
             self.abort()
             raise
 
@@ -464,6 +471,7 @@ class Sink:
             digest = self._spool.complete(expected_sha256)
             self._publish()
         except BaseException:
+            self._spool.spoiled = True
             self.abort()
             raise
         self._state = finished
@@ -506,11 +514,17 @@ class FileSink(Sink):
     ``.NAME.hilltop-part`` beside it, which becomes ``NAME`` in :meth:`finish`.
     """
 
-    def __init__(self, target: str, filesize: int) -> None:
+    def __init__(self, target: str, filesize: int, *, drop_kept: bool = False) -> None:
         self.target = os.path.abspath(target)
         self.filesize = filesize
         name = os.path.basename(self.target)
-        self._spool = _Spool(os.path.dirname(self.target), name, filesize, repr(name))
+        self._spool = _Spool(os.path.dirname(self.target), name, filesize, repr(name),
+                             drop_kept=drop_kept)
+
+    @property
+    def resume_offset(self) -> int:
+        """Bytes kept from an earlier receive (0 unless :class:`ResumableFileSink`)."""
+        return 0
 
     def _publish(self) -> None:
         temp = self._spool.path
@@ -529,6 +543,121 @@ class FileSink(Sink):
                 raise io_error(err, f"saving {self.target!r}") from None
             return
         _unlink_quietly(temp)
+
+
+class _KeptSpool(_Spool):
+    """A :class:`_Spool` kept for resuming (``resume-v1``): it may start at an offset, its
+    record beside it is written up front and every :data:`resume.RECORD_EVERY` bytes, and
+    an interrupted receive keeps both (unless what was written failed a check)."""
+
+    def __init__(self, directory: str, name: str, filename: str, size: int,
+                 what: str) -> None:
+        self._filename = filename
+        super().__init__(directory, name, size, what)
+        self.received = self.kept.offset
+        if self.kept.offset:
+            self.direct_io = False  # O_DIRECT wants aligned offsets: not worth it for the rest
+        self._recorded = self.received
+        self._record()
+
+    def _claim(self, directory: str, name: str, drop_kept: bool) -> tuple[str, int]:
+        self.kept = partials.claim_resumable(directory, name, self._filename, self.size)
+        return self.kept.path, self.kept.fd
+
+    def _record(self) -> None:
+        try:
+            partials.write_record(self.path, resume.PartialRecord(
+                self._filename, self.size, self.received, time.time()))
+        except OSError as err:
+            raise io_error(err, f"writing the resume record of {self.what}") from None
+
+    def write(self, data: bytes | memoryview) -> None:
+        super().write(data)
+        if self.received - self._recorded >= resume.RECORD_EVERY:
+            self._recorded = self.received
+            self._record()
+
+    def prove_prefix(self, salt: bytes) -> resume.PrefixProof:
+        """Read back the kept bytes once: the proof to compare and their plain SHA-256."""
+        proof = resume.PrefixProof(salt)
+        done = 0
+        while done < self.kept.offset:
+            chunk = os.pread(self._fd, min(PROOF_CHUNK, self.kept.offset - done), done)
+            if not chunk:
+                raise LocalError(f"the partial of {self.what} got shorter while checking it")
+            proof.update(chunk)
+            done += len(chunk)
+        return proof
+
+    def restart(self, hashed: bool) -> None:
+        """Forget the kept bytes: start from zero."""
+        os.ftruncate(self._fd, 0)
+        os.lseek(self._fd, 0, os.SEEK_SET)
+        self.received = self._recorded = 0
+        self.hash = hashlib.sha256() if hashed else None
+        self._record()
+
+    def discard(self) -> None:
+        if self.spoiled or self._closed:
+            super().discard()
+            partials.remove_record(self.path)
+            return
+        self.close()  # drops whatever O_DIRECT had staged: the file holds what was written
+        with contextlib.suppress(LocalError):
+            self._record()
+
+    def published(self) -> None:
+        partials.remove_record(self.path)
+
+
+PROOF_CHUNK = 1024 * 1024
+"""Bytes read back per call while proving a kept prefix."""
+
+
+class ResumableFileSink(FileSink):
+    """A :class:`FileSink` whose partial survives an interruption, to be continued by a later
+    send of the same file (both peers list ``resume-v1``; :mod:`hilltop.transfer.resume`).
+
+    After :meth:`prove_prefix` and the peer's proof, the caller says :meth:`resume_at`.
+    """
+
+    _spool: _KeptSpool
+
+    def __init__(self, target: str, filename: str, filesize: int) -> None:
+        self.target = os.path.abspath(target)
+        self.filesize = filesize
+        name = os.path.basename(self.target)
+        self._spool = _KeptSpool(os.path.dirname(self.target), name, filename, filesize,
+                                 repr(name))
+        self._prefix: resume.PrefixProof | None = None
+
+    @property
+    def resume_offset(self) -> int:
+        return self._spool.kept.offset
+
+    @property
+    def restart_reason(self) -> str:
+        """Why a partial that was there is not continued ("" if none was, or it is)."""
+        return self._spool.kept.why
+
+    def prove_prefix(self, salt: bytes) -> str:
+        """``SHA-256(salt || kept bytes)`` (reads them back: run it off the reactor)."""
+        self._prefix = self._spool.prove_prefix(salt)
+        return self._prefix.proof()
+
+    def resume_at(self, offset: int, hashed: bool) -> None:
+        """Continue after ``offset`` kept bytes (the proofs matched: the whole-file hash
+        goes on from the prefix) or, with 0, start over (hashing only if ``hashed``)."""
+        if offset:
+            assert self._prefix is not None and offset == self._spool.received
+            self._spool.hash = self._prefix.plain
+        else:
+            self._spool.restart(hashed)
+        self._prefix = None
+
+    def _publish(self) -> None:
+        super()._publish()
+        self._spool.published()
 
 
 def appeared(target: str) -> RejectedError:

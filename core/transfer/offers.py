@@ -23,6 +23,9 @@ DIRECTORY_MODE: Final = "zipfile/deflated"
 
 MESSAGE_ACK: Final = "message_ack"
 FILE_ACK: Final = "file_ack"
+RESUME_KEY: Final = "hilltop-resume"
+"""Beside ``file_ack`` in an answer: the receiver asks to continue (feature ``resume-v1``)."""
+
 
 def _encode(obj: dict[str, Any]) -> bytes:
     # Official peers use json.dumps defaults (ASCII-escaped); spacing does not matter on the wire.
@@ -206,17 +209,28 @@ class Answer:
 
     kind: Literal["message_ack", "file_ack"]
     status: str = "ok"
+    resume: tuple[int, bytes] | None = None
+    """``(offset, salt)``: a hilltop receiver (``resume-v1``) asks to continue a kept
+    partial (:mod:`hilltop.transfer.resume`); on the wire ``"hilltop-resume"`` beside
+    ``file_ack``."""
 
     def __post_init__(self) -> None:
         if self.kind not in (MESSAGE_ACK, FILE_ACK) or not isinstance(self.status, str):
             raise TypeError("Answer.kind must be 'message_ack' or 'file_ack', status a str")
+        if self.resume is not None and self.kind != FILE_ACK:
+            raise TypeError("only a file_ack may ask to resume")
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
 
     def to_wire(self) -> bytes:
-        return _encode({"answer": {self.kind: self.status}})
+        body: dict[str, Any] = {self.kind: self.status}
+        if self.resume is not None:
+            from hilltop.transfer.resume import request_to_wire
+
+            body[RESUME_KEY] = request_to_wire(*self.resume)
+        return _encode({"answer": body})
 
     @classmethod
     def from_wire(cls, data: bytes) -> Answer:
@@ -230,7 +244,12 @@ class Answer:
                     status = body[kind]
                     if not isinstance(status, str):
                         raise ProtocolError(f"peer sent an answer with a bad {kind}: {status!r}")
-                    return cls(kind, status)
+                    resume = None
+                    if kind == FILE_ACK and RESUME_KEY in body:
+                        from hilltop.transfer.resume import request_from_wire
+
+                        resume = request_from_wire(body[RESUME_KEY])
+                    return cls(kind, status, resume)
         raise ProtocolError(f"peer sent an answer we do not understand: {body!r}")
 
 

@@ -11,6 +11,11 @@ has not changed for :data:`STALE_AFTER` seconds (the age closes the instant betw
 receiver creating the name and locking it). Anything else (a live receiver's temporary, a
 symlink, a file where a folder is expected) is left alone and the next name is used. Where
 locks are not available nothing is ever removed.
+
+A partial kept for resuming (``resume-v1``, :mod:`hilltop.transfer.resume`) has a record
+``.NAME.hilltop-resume`` beside it. Other receives of that name leave it alone for
+:data:`hilltop.transfer.resume.KEEP_FOR` (they use the next name), unless told to drop it
+(``--no-resume``); a resumable receive takes it over (:func:`claim_resumable`).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from hilltop.errors import LocalError
+from hilltop.transfer import resume
 from hilltop.transfer.targets import MAX_NAME_BYTES
 
 try:
@@ -38,6 +44,7 @@ STALE_AFTER = 30.0
 """Seconds a leftover must be unchanged (and unlocked) before a receiver removes it."""
 FILE_TAG = "hilltop-part"
 FOLDER_TAG = "hilltop-dir"
+RECORD_TAG = "hilltop-resume"
 OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(
     os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
 """How every received file is created: exclusively, never through a symlink."""
@@ -59,14 +66,120 @@ class Claim:
                 os.close(fd)
 
 
-def claim_file(directory: str, name: str) -> tuple[str, int]:
+def claim_file(directory: str, name: str, *, drop_kept: bool = False) -> tuple[str, int]:
     """Create ``.NAME.hilltop-part`` (or the first free ``.NAME.N.hilltop-part``) in
     ``directory``; returns its path and a write descriptor that holds its lock.
+    ``drop_kept`` removes an unlocked partial kept for resuming, whatever its age.
     Raises OSError (or LocalError after 100 names)."""
+    def remove(path: str) -> None:
+        os.unlink(path)
+        remove_record(path)
+
     path, fd = _create(directory, name, FILE_TAG, lambda p: os.open(p, OPEN_FLAGS, 0o666),
-                       stat.S_ISREG, os.unlink)
+                       stat.S_ISREG, remove, kept=resume.KEEP_FOR if not drop_kept else 0.0)
     _lock(fd)
     return path, fd
+
+
+class Kept:
+    """A file temporary a resumable receive fills: ``offset`` bytes of an earlier receive
+    are kept in it (0: a fresh start; ``why`` then says why an existing one was not
+    continued, or is empty)."""
+
+    def __init__(self, path: str, fd: int, offset: int, why: str) -> None:
+        self.path = path
+        self.fd = fd
+        self.offset = offset
+        self.why = why
+
+
+def claim_resumable(directory: str, name: str, filename: str, filesize: int) -> Kept:
+    """Like :func:`claim_file`, but an unlocked partial under the name is taken over: kept
+    up to where it can continue the offer ``filename``/``filesize`` (its record matches),
+    else emptied. The descriptor reads and writes and sits at the offset."""
+    for path in _temp_names(directory, name, FILE_TAG):
+        try:
+            fd = os.open(path, OPEN_FLAGS & ~os.O_WRONLY | os.O_RDWR, 0o666)
+        except FileExistsError:
+            kept = _take_over(path, filename, filesize)
+            if kept is not None:
+                return kept
+            continue
+        _lock(fd)
+        return Kept(path, fd, 0, "")
+    raise LocalError(f"too many leftover temporary files for {name!r} in {directory!r}")
+
+
+def _take_over(path: str, filename: str, filesize: int) -> Kept | None:
+    """The partial at ``path``, locked and positioned, or None if it is not ours to take."""
+    if fcntl is None:
+        return None
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    try:
+        fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        if not _lock(fd) or not os.path.samestat(os.fstat(fd), st):
+            os.close(fd)
+            return None
+        record = read_record(path)
+        age = time.time() - st.st_mtime
+        if record is None and age < STALE_AFTER:
+            os.close(fd)  # maybe a receiver between creating and locking it
+            return None
+        decision = resume.decide(record, st.st_size, filename, filesize, age)
+        os.ftruncate(fd, decision.offset)
+        os.lseek(fd, decision.offset, os.SEEK_SET)
+    except OSError:
+        os.close(fd)
+        return None
+    return Kept(path, fd, decision.offset, decision.why)
+
+
+def record_path(part: str) -> str:
+    """``.NAME.hilltop-resume`` for ``.NAME.hilltop-part``."""
+    return part[: -len(FILE_TAG)] + RECORD_TAG
+
+
+def write_record(part: str, record: resume.PartialRecord) -> None:
+    """Replace the record beside ``part`` in one rename, so a kill never leaves half of one."""
+    path = record_path(part)
+    new = path + ".new"
+    fd = os.open(new, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+                 | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        data = memoryview(record.to_bytes())
+        while data:
+            data = data[os.write(fd, data):]
+    finally:
+        os.close(fd)
+    os.replace(new, path)
+
+
+def read_record(part: str) -> resume.PartialRecord | None:
+    """The record beside ``part``, or None (missing, unreadable or not ours)."""
+    try:
+        fd = os.open(record_path(part), _PEEK_FLAGS)
+    except OSError:
+        return None
+    try:
+        return resume.PartialRecord.from_bytes(os.read(fd, resume.MAX_RECORD + 1))
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def remove_record(part: str) -> None:
+    for path in (record_path(part), record_path(part) + ".new"):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def claim_folder(directory: str, name: str) -> tuple[str, Claim]:
@@ -88,12 +201,13 @@ def _temp_names(directory: str, name: str, tag: str) -> Iterator[str]:
 
 
 def _create(directory: str, name: str, tag: str, make: Callable[[str], T],
-            is_kind: Callable[[int], bool], remove: Callable[[str], None]) -> tuple[str, T]:
+            is_kind: Callable[[int], bool], remove: Callable[[str], None],
+            kept: float = 0.0) -> tuple[str, T]:
     for path in _temp_names(directory, name, tag):
         try:
             return path, make(path)
         except FileExistsError:
-            if not _remove_if_stale(path, is_kind, remove):
+            if not _remove_if_stale(path, is_kind, remove, kept):
                 continue
         try:  # the leftover is gone: its name is ours unless another receiver was quicker
             return path, make(path)
@@ -126,9 +240,11 @@ def _lock(fd: int) -> bool:
 
 
 def _remove_if_stale(path: str, is_kind: Callable[[int], bool],
-                     remove: Callable[[str], None]) -> bool:
+                     remove: Callable[[str], None], kept: float = 0.0) -> bool:
     """Remove ``path`` if it is a leftover of ours that nobody fills any more; returns
-    whether the name is free now."""
+    whether the name is free now. One kept for resuming (a record beside it) must also be
+    ``kept`` seconds old; with ``kept == 0`` its age does not matter (its record is written
+    only under the lock, so unlocked means its receiver is gone)."""
     if fcntl is None:
         return False
     try:
@@ -137,7 +253,9 @@ def _remove_if_stale(path: str, is_kind: Callable[[int], bool],
         return True
     except OSError:
         return False
-    if not is_kind(st.st_mode) or time.time() - st.st_mtime < STALE_AFTER:
+    age = time.time() - st.st_mtime
+    has_record = path.endswith(FILE_TAG) and os.path.lexists(record_path(path))
+    if not is_kind(st.st_mode) or age < (kept if has_record else STALE_AFTER):
         return False
     fd = _open_locked(path)
     if fd is None:

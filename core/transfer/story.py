@@ -13,13 +13,14 @@ This module is the order of messages only: how the bytes flow is
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hilltop.errors import ProtocolError, TransferError, TransitError
 from hilltop.rendezvous import capabilities
-from hilltop.transfer import datapath, offers
+from hilltop.transfer import datapath, offers, resume
 from hilltop.transfer.datapath import DataPath, Progress
 from hilltop.transit import records
 from hilltop.transit.options import TransitOptions
@@ -101,36 +102,95 @@ async def send_source(
     *,
     on_connected: Callable[[str], None] = lambda _: None,
     progress: Progress = lambda _: None,
+    on_resume: Callable[[int, str], None] = lambda _offset, _why: None,
 ) -> str | None:
     """Offer ``source`` to the peer and stream it.
 
     Returns the SHA-256 (hex) both sides agreed on, or None when both are hilltop and agreed
     to skip it (:data:`capabilities.UNHASHED_ACK`: the records already authenticate it all).
+    If the receiver asks to continue a kept partial (``resume-v1``), ``on_resume(offset,
+    why)`` hears where the data starts (0 and why, when the receiver's prefix differs).
     """
     plan = await _negotiate(w)
+    resumable = await may_resume(w)
     runner = make_runner(reactor, w, "sender", options)
+    proving: Any = None
     try:
         hints = await runner.our_hints()
         w.send_message(transit_message(runner, hints))
         w.send_message(source.offer.to_wire())
-        peer_transit = await _await_answer(w)
+        peer_transit, answer = await _await_answer(w)
+        proving = _start_proof(resumable, source, answer)
         conn = await connect_transit(runner, peer_transit, plan.cipher)
         try:
+            hasher = None
+            if proving is not None:
+                assert answer.resume is not None
+                hasher = await _send_proof(conn, source, answer.resume[0], proving, on_resume)
             on_connected(conn.description)
             digest = await datapath.send(reactor, conn, source, progress, plan.record_size,
-                                         plan.hashed)
+                                         plan.hashed, hasher=hasher)
             try:
                 ack = await conn.receive_record()
             except TransitError:
                 raise TransferError(
                     "the receiver closed the connection without confirming the transfer "
                     "(it may have refused what it got)") from None
-            _check_ack(ack, digest)
+            _check_ack(ack, digest, resumed=hasher is not None)
             return digest
         finally:
             await conn.close()
     finally:
+        if proving is not None:
+            await _settled(proving)
         await runner.stop()
+
+
+def _start_proof(resumable: bool, source: Source, answer: offers.Answer) -> Any:
+    """The receiver asked to resume: check the request, start proving our prefix on a
+    thread (it reads ``offset`` bytes) while transit connects. None if it did not ask."""
+    if answer.resume is None:
+        return None
+    from twisted.internet import threads
+
+    offset, salt = answer.resume
+    if not resumable or not hasattr(source, "prove_prefix") or not 0 < offset < source.size:
+        raise ProtocolError("the receiver asked to resume where it cannot")
+    return threads.deferToThread(source.prove_prefix, offset, salt)
+
+
+async def _send_proof(conn: TransitConnection, source: Source, requested: int, proving: Any,
+                      on_resume: Callable[[int, str], None]) -> Any:
+    """Prove our prefix; returns the whole-file hash continued from it if the receiver
+    continues, else None (it starts over)."""
+    proof = await proving
+    conn.send_record(resume.proof_record(proof.proof()))
+    start = resume.parse_decision(await _record(conn, "deciding where to resume"), requested)
+    if not start:
+        on_resume(0, "the receiver's partial differs from this file")
+        return None
+    source.skip_to(start)  # type: ignore[attr-defined]
+    on_resume(start, "")
+    return proof.plain
+
+
+async def _record(conn: TransitConnection, doing: str) -> bytes:
+    try:
+        return await conn.receive_record()
+    except TransitError:
+        raise TransferError(f"the peer closed the connection while {doing}") from None
+
+
+async def _settled(d: Any) -> None:
+    """Wait for a thread we started, whatever it ends with (its error was reported)."""
+    with contextlib.suppress(BaseException):
+        await d
+
+
+async def may_resume(w: Wormhole) -> bool:
+    """Both peers list ``resume-v1`` (:mod:`hilltop.transfer.resume`)."""
+    ours = capabilities.from_app_versions(w.app_versions).features
+    return resume.negotiated(ours, capabilities.from_app_versions(await w.get_peer_versions()))
 
 
 async def _negotiate(w: Wormhole) -> DataPath:
@@ -140,7 +200,7 @@ async def _negotiate(w: Wormhole) -> DataPath:
     return datapath.plan(ours, peer)
 
 
-async def _await_answer(w: Wormhole) -> offers.TransitMsg:
+async def _await_answer(w: Wormhole) -> tuple[offers.TransitMsg, offers.Answer]:
     peer_transit: offers.TransitMsg | None = None
     while True:
         msg = offers.parse_app_message(await w.get_message())
@@ -153,15 +213,16 @@ async def _await_answer(w: Wormhole) -> offers.TransitMsg:
                 raise TransferError("the receiver did not accept the file")
             if peer_transit is None:
                 raise ProtocolError("the receiver accepted without sending its transit hints")
-            return peer_transit
+            return peer_transit, msg
         # anything else (unknown keys from newer peers) is skipped, as official peers do
 
 
-def _check_ack(record: bytes, digest: str | None) -> None:
+def _check_ack(record: bytes, digest: str | None, *, resumed: bool = False) -> None:
     """The receiver's final record: ``{"ack": "ok"}``, with ``sha256`` unless both skip it.
 
     Official senders treat ``sha256`` as optional and so do we; when we did not hash there
-    is nothing to compare it with.
+    is nothing to compare it with. A resumed transfer must carry it: it is the one check
+    that covers the kept prefix and the new bytes together.
     """
     try:
         ack = json.loads(record.decode("utf-8"))
@@ -170,6 +231,8 @@ def _check_ack(record: bytes, digest: str | None) -> None:
     if not isinstance(ack, dict) or ack.get("ack") != "ok":
         raise TransferError(f"the receiver did not confirm the transfer: {ack!r}")
     theirs = ack.get("sha256")
+    if resumed and theirs is None:
+        raise TransferError("the receiver did not confirm the resumed file's SHA-256")
     if digest is not None and theirs is not None and theirs != digest:
         raise TransferError("the receiver got different bytes than we sent (SHA-256 mismatch)")
 
@@ -201,12 +264,17 @@ async def receive_offer(w: Wormhole) -> tuple[offers.Offer, offers.TransitMsg | 
             return msg, peer_transit
 
 
-def open_sink(offer: offers.FileOffer | offers.DirectoryOffer,
-              target: str) -> FileSink | DirectorySink:
+def open_sink(offer: offers.FileOffer | offers.DirectoryOffer, target: str, *,
+              resumable: bool = False, drop_kept: bool = False) -> FileSink | DirectorySink:
+    """The sink for ``offer``. ``resumable`` (both peers list ``resume-v1``): a file's
+    partial is kept if interrupted, and one kept before is continued. ``drop_kept``
+    (``--no-resume``): a kept partial of that name is removed instead."""
     if isinstance(offer, offers.FileOffer):
-        from hilltop.transfer.filesink import FileSink
+        from hilltop.transfer.filesink import FileSink, ResumableFileSink
 
-        return FileSink(target, offer.filesize)
+        if resumable and not drop_kept:
+            return ResumableFileSink(target, offer.filename, offer.filesize)
+        return FileSink(target, offer.filesize, drop_kept=drop_kept)
     from hilltop.transfer.foldersink import DirectorySink  # imports the zip reader: folders only
 
     return DirectorySink(target, offer)
@@ -228,6 +296,7 @@ async def receive_into(
     on_connected: Callable[[str], None] = lambda _: None,
     progress: Progress = lambda _: None,
     on_unacknowledged: Callable[[str], None] = lambda _: None,
+    on_resume: Callable[[int, str], None] = lambda _offset, _why: None,
 ) -> str | None:
     """Accept the offer already checked by the caller, receive ``size`` bytes into ``sink``.
 
@@ -236,23 +305,41 @@ async def receive_into(
     target, the transfer has succeeded for this side: if the sender hangs up before our ack
     reaches it (wormhole-william 1.0.6 sometimes does), the complete file stays and
     ``on_unacknowledged`` hears why.
+
+    A :class:`~hilltop.transfer.filesink.ResumableFileSink` holding kept bytes asks the
+    sender to continue after them (``resume-v1``); ``on_resume(offset, why)`` hears where
+    the data starts (0 and why, when the sender's prefix differs).
     """
     runner: TransitRunner | None = None
+    proving: Any = None
     try:
         plan = await _negotiate(w)
         runner = make_runner(reactor, w, "receiver", options)
-        if not plan.hashed:
+        offset = getattr(sink, "resume_offset", 0)
+        if not plan.hashed and not offset:
             sink.skip_hash()
         v1_sender = plan.record_size < records.BIG_RECORD_SIZE
         if v1_sender:  # paced by a single-threaded sender: see without_direct_io
             sink.without_direct_io()
         hints = await runner.our_hints()
         w.send_message(transit_message(runner, hints))
-        w.send_message(offers.Answer(offers.FILE_ACK).to_wire())
+        request = None
+        if offset:
+            import os
+
+            from twisted.internet import threads
+
+            request = (offset, os.urandom(resume.SALT_SIZE))
+            proving = threads.deferToThread(sink.prove_prefix, request[1])  # type: ignore
+        w.send_message(offers.Answer(offers.FILE_ACK, resume=request).to_wire())
         conn = await connect_transit(runner, peer_transit, plan.cipher)
         try:
+            if proving is not None:
+                offset = await _check_proof(conn, sink, proving, offset, plan.hashed,
+                                            on_resume)
             on_connected(conn.description)
-            await datapath.receive(reactor, conn, sink, size, progress, inline=v1_sender)
+            await datapath.receive(reactor, conn, sink, size - offset, progress,
+                                   inline=v1_sender)
             digest = sink.finish()
             try:
                 conn.send_record(_ack(digest))
@@ -262,11 +349,27 @@ async def receive_into(
         finally:
             await conn.close()
     except BaseException:
+        if proving is not None:
+            await _settled(proving)  # before the sink closes the file it reads
         sink.abort()
         raise
     finally:
         if runner is not None:
             await runner.stop()
+
+
+async def _check_proof(conn: TransitConnection, sink: Sink, proving: Any, offset: int,
+                       hashed: bool, on_resume: Callable[[int, str], None]) -> int:
+    """Compare the sender's proof of the prefix with ours; tell it where to start."""
+    import hmac
+
+    theirs = resume.parse_proof(await _record(conn, "proving the file it resumes"))
+    ours = await proving
+    start = offset if hmac.compare_digest(theirs, ours) else 0
+    sink.resume_at(start, hashed)  # type: ignore[attr-defined]
+    conn.send_record(resume.decision_record(start))
+    on_resume(start, "" if start else "the partial differs from the sender's file")
+    return start
 
 
 def _ack(digest: str | None) -> bytes:
