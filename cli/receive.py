@@ -172,13 +172,21 @@ async def _receive_file(reactor: Any, w: api.Wormhole,
     if restart:
         output.status(f"Starting from zero: {restart}")
     with transfer_progress(size, choices.hide_progress) as shown:
-        await story.receive_into(
-            reactor, w, peer_transit, sink, size, choices.options,
-            on_connected=lambda desc: shown.connected(f"Receiving (->{desc})...", desc),
-            progress=shown.update,
-            on_unacknowledged=lambda why: _warn_unacknowledged(shown, why),
-            on_resume=lambda offset, why: show_resume(shown, offset, why),
-        )
+        try:
+            await story.receive_into(
+                reactor, w, peer_transit, sink, size, choices.options,
+                on_connected=lambda desc: shown.connected(f"Receiving (->{desc})...", desc),
+                progress=shown.update,
+                on_unacknowledged=lambda why: _warn_unacknowledged(shown, why),
+                on_resume=lambda offset, why: show_resume(shown, offset, why),
+            )
+        except BaseException:
+            kept = getattr(sink, "kept_bytes", 0)
+            if kept:
+                shown.close()
+                output.status(f"Kept {readable_size(kept)} of {readable_size(size)} (hidden); "
+                              "receiving this file here again continues from there")
+            raise
         output.status(shown.summary("Received"))
     output.status(f"Received {os.path.relpath(sink.target)}")
     return 0

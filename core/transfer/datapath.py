@@ -355,7 +355,7 @@ class _RecordSink:
         if not self._done.called:
             self._done.errback(TransitError(
                 f"the connection to the sender broke after {self._written} of {self._size} "
-                "bytes; nothing was saved"))
+                "bytes; the file was not saved"))
 
     # worker thread
     def _open_and_write(self, item: tuple[list[Any], int]) -> tuple[int, int]:

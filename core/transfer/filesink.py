@@ -598,7 +598,8 @@ class _KeptSpool(_Spool):
         self._record()
 
     def discard(self) -> None:
-        if self.spoiled or self._closed:
+        if self.spoiled or not self.received:
+            self.spoiled = True  # nothing worth keeping
             super().discard()
             partials.remove_record(self.path)
             return
@@ -634,6 +635,12 @@ class ResumableFileSink(FileSink):
     @property
     def resume_offset(self) -> int:
         return self._spool.kept.offset
+
+    @property
+    def kept_bytes(self) -> int:
+        """After an interrupted receive: the bytes kept for a later one to continue."""
+        spool = self._spool
+        return spool.received if self.state is SinkState.ABORTED and not spool.spoiled else 0
 
     @property
     def restart_reason(self) -> str:

@@ -344,7 +344,7 @@ def receive_into_sink(leftover: bytes, opener: records.RecordOpener, sink: Any,
                 got = pump.recv_into(scanner.space(), on_timeout=wake.reset)
                 if not got:
                     raise TransitError(f"the connection to the sender broke after {written} "
-                                       f"of {size} bytes; nothing was saved")
+                                       f"of {size} bytes; the file was not saved")
                 scanner.filled(got)
         finally:
             wake.reset()

@@ -3,6 +3,7 @@ are."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import signal
@@ -14,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from hilltop.errors import RejectedError
-from hilltop.transfer import partials
-from hilltop.transfer.filesink import FileSink
+from hilltop.errors import ProtocolError, RejectedError
+from hilltop.transfer import partials, resume
+from hilltop.transfer.filesink import FileSink, ResumableFileSink
 from hilltop.transfer.foldersink import DirectorySink
 from hilltop.transfer.offers import DirectoryOffer
 
@@ -149,3 +150,138 @@ def test_the_temporary_of_a_killed_receiver_is_cleared_by_the_next(box: Path) ->
         proc.wait()
         proc.stdout.close()  # type: ignore[union-attr]
     assert os.listdir(box) == ["f"]
+
+
+# --- kept for resuming (resume-v1) --------------------------------------------------------------
+def interrupted(box: Path, data: bytes, size: int, name: str = "f") -> None:
+    """A resumable receive of ``name`` (offered as ``size`` bytes) interrupted after ``data``."""
+    with ResumableFileSink(str(box / name), name, size) as sink:
+        sink.write(data)
+        sink.abort()
+    assert sink.kept_bytes == len(data)
+
+
+def test_an_interrupted_resumable_receive_keeps_its_partial_and_a_record(box: Path) -> None:
+    interrupted(box, b"half", 8)
+    assert sorted(os.listdir(box)) == [".f.hilltop-part", ".f.hilltop-resume"]
+    assert (box / ".f.hilltop-part").read_bytes() == b"half"
+    record = partials.read_record(str(box / ".f.hilltop-part"))
+    assert record is not None and record.matches("f", 8) and record.on_disk == 4
+
+
+def test_the_record_is_there_before_the_first_byte(box: Path) -> None:
+    """A SIGKILLed receiver cannot write it on the way out."""
+    with ResumableFileSink(str(box / "f"), "f", 8) as sink:
+        record = partials.read_record(sink.temp_path)
+        assert record is not None and record.matches("f", 8) and record.on_disk == 0
+        sink.write(b"x")
+
+
+def test_the_record_is_kept_current_as_data_is_written(box: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(resume, "RECORD_EVERY", 4)
+    with ResumableFileSink(str(box / "f"), "f", 20) as sink:
+        sink.write(b"abcde")
+        record = partials.read_record(sink.temp_path)
+        assert record is not None and record.on_disk == 5
+
+
+def test_a_later_receive_continues_after_a_proven_prefix(box: Path) -> None:
+    interrupted(box, b"half", 8)
+    with ResumableFileSink(str(box / "f"), "f", 8) as sink:
+        assert sink.resume_offset == 4 and sink.restart_reason == ""
+        assert sink.temp_path == str(box / ".f.hilltop-part")
+        proof = sink.prove_prefix(bytes(32))
+        assert proof == hashlib.sha256(bytes(32) + b"half").hexdigest()
+        sink.resume_at(4, hashed=False)
+        sink.write(b"more")
+        digest = sink.finish()
+    assert digest == hashlib.sha256(b"halfmore").hexdigest()  # hashed whole, prefix too
+    assert sorted(os.listdir(box)) == ["f"]
+    assert (box / "f").read_bytes() == b"halfmore"
+
+
+def test_a_refused_prefix_starts_over_in_the_same_partial(box: Path) -> None:
+    interrupted(box, b"half", 8)
+    with ResumableFileSink(str(box / "f"), "f", 8) as sink:
+        sink.prove_prefix(bytes(32))
+        sink.resume_at(0, hashed=True)
+        assert sink.received == 0
+        sink.write(b"12345678")
+        assert sink.finish() == hashlib.sha256(b"12345678").hexdigest()
+    assert (box / "f").read_bytes() == b"12345678"
+    assert sorted(os.listdir(box)) == ["f"]
+
+
+def test_another_file_of_the_same_name_starts_from_zero(box: Path) -> None:
+    interrupted(box, b"half", 8)
+    with ResumableFileSink(str(box / "f"), "f", 9) as sink:
+        assert sink.resume_offset == 0
+        assert "another file" in sink.restart_reason
+        assert sink.temp_path == str(box / ".f.hilltop-part")
+        assert os.path.getsize(sink.temp_path) == 0
+
+
+def test_a_kept_partial_survives_a_plain_receive_of_the_same_name(box: Path) -> None:
+    interrupted(box, b"half", 8)
+    age(box / ".f.hilltop-part")  # stale for a plain leftover, not for a kept one
+    with FileSink(str(box / "f"), 1) as sink:
+        assert sink.temp_path == str(box / ".f.1.hilltop-part")
+    assert (box / ".f.hilltop-part").read_bytes() == b"half"
+
+
+def test_a_kept_partial_is_cleaned_after_keep_for(box: Path) -> None:
+    interrupted(box, b"half", 8)
+    age(box / ".f.hilltop-part", resume.KEEP_FOR + 60)
+    with FileSink(str(box / "f"), 1) as sink:
+        assert sink.temp_path == str(box / ".f.hilltop-part")
+    assert os.listdir(box) == []
+
+
+def test_no_resume_removes_a_kept_partial_at_once(box: Path) -> None:
+    interrupted(box, b"half", 8)
+    with FileSink(str(box / "f"), 8, drop_kept=True) as sink:
+        assert sink.temp_path == str(box / ".f.hilltop-part")
+        sink.write(b"12345678")
+        sink.finish()
+    assert sorted(os.listdir(box)) == ["f"]
+
+
+def test_a_live_resumable_receive_is_never_taken_over(box: Path) -> None:
+    with ResumableFileSink(str(box / "f"), "f", 8) as live:
+        live.write(b"half")
+        with ResumableFileSink(str(box / "f"), "f", 8) as other:
+            assert other.temp_path == str(box / ".f.1.hilltop-part")
+            assert other.resume_offset == 0
+
+
+def test_a_failed_check_keeps_nothing(box: Path) -> None:
+    with ResumableFileSink(str(box / "f"), "f", 4) as sink:
+        sink.write(b"ab")
+        with pytest.raises(ProtocolError):
+            sink.write(b"cde")  # more than offered: the data cannot be trusted
+    assert os.listdir(box) == []
+
+
+def test_an_interruption_before_any_byte_keeps_nothing(box: Path) -> None:
+    with ResumableFileSink(str(box / "f"), "f", 4):
+        pass
+    assert os.listdir(box) == []
+
+
+def test_a_sigkilled_receiver_leaves_what_a_later_one_continues(box: Path) -> None:
+    script = (
+        "import os, sys, time\n"
+        "from hilltop.transfer.filesink import ResumableFileSink\n"
+        f"s = ResumableFileSink({str(box / 'f')!r}, 'f', 10)\n"
+        "s.write(b'12345')\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    with ResumableFileSink(str(box / "f"), "f", 10) as sink:
+        assert sink.resume_offset == 5
