@@ -101,7 +101,8 @@ class _DirectWriter:
             self._free.put(memoryview(m))
         self._current: memoryview | None = None
         self._used = 0
-        self._offset = 0  # file offset the writer thread has reached
+        self._offset = os.lseek(fd, 0, os.SEEK_CUR)  # where the writer thread has reached
+        # (not 0 when a resumed file continues after its kept bytes)
         self._error: BaseException | None = None
         self.active = True
         self._thread = threading.Thread(target=self._run, name="hilltop-disk", daemon=True)
@@ -554,9 +555,21 @@ class _KeptSpool(_Spool):
                  what: str) -> None:
         self._filename = filename
         super().__init__(directory, name, size, what)
+        if self.kept.offset and self.direct_io:
+            # O_DIRECT writes need an aligned file offset: give back up to 1 MiB of the kept
+            # bytes rather than the page-cache cost _DirectWriter avoids on all the rest
+            aligned = self.kept.offset - self.kept.offset % DIRECT_CHUNK
+            if aligned:
+                try:
+                    os.ftruncate(self._fd, aligned)
+                    os.lseek(self._fd, aligned, os.SEEK_SET)
+                except OSError as err:
+                    self.close()
+                    raise io_error(err, f"writing {self.what}") from None
+                self.kept.offset = aligned
+            else:
+                self.direct_io = False
         self.received = self.kept.offset
-        if self.kept.offset:
-            self.direct_io = False  # O_DIRECT wants aligned offsets: not worth it for the rest
         self._recorded = self.received
         self._record()
 

@@ -17,7 +17,7 @@ import pytest
 
 from hilltop.errors import ProtocolError, RejectedError
 from hilltop.transfer import partials, resume
-from hilltop.transfer.filesink import FileSink, ResumableFileSink
+from hilltop.transfer.filesink import DIRECT_CHUNK, DIRECT_MIN_SIZE, FileSink, ResumableFileSink
 from hilltop.transfer.foldersink import DirectorySink
 from hilltop.transfer.offers import DirectoryOffer
 
@@ -285,3 +285,17 @@ def test_a_sigkilled_receiver_leaves_what_a_later_one_continues(box: Path) -> No
         proc.wait()
     with ResumableFileSink(str(box / "f"), "f", 10) as sink:
         assert sink.resume_offset == 5
+
+
+def test_a_big_kept_partial_continues_from_an_aligned_offset(box: Path) -> None:
+    """O_DIRECT writes need an aligned offset: up to 1 MiB of the kept bytes is given back."""
+    size = DIRECT_MIN_SIZE + 10
+    data = os.urandom(size)
+    interrupted(box, data[:3 * DIRECT_CHUNK + 5], size)
+    with ResumableFileSink(str(box / "f"), "f", size) as sink:
+        assert sink.resume_offset == 3 * DIRECT_CHUNK
+        sink.prove_prefix(bytes(32))
+        sink.resume_at(sink.resume_offset, hashed=True)
+        sink.write(data[3 * DIRECT_CHUNK:])
+        assert sink.finish() == hashlib.sha256(data).hexdigest()
+    assert (box / "f").read_bytes() == data
