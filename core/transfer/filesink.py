@@ -591,7 +591,7 @@ class _KeptSpool(_Spool):
             self._record()
 
     def prove_prefix(self, salt: bytes) -> resume.PrefixProof:
-        """Read back the kept bytes once: the proof to compare and their plain SHA-256."""
+        """Read back the kept bytes once: the proof to compare, and the hash to go on with."""
         proof = resume.PrefixProof(salt)
         done = 0
         while done < self.kept.offset:
@@ -666,11 +666,12 @@ class ResumableFileSink(FileSink):
         return self._prefix.proof()
 
     def resume_at(self, offset: int, hashed: bool) -> None:
-        """Continue after ``offset`` kept bytes (the proofs matched: the whole-file hash
-        goes on from the prefix) or, with 0, start over (hashing only if ``hashed``)."""
+        """Continue after ``offset`` kept bytes (the proofs matched: the salted hash goes on
+        over the rest, ``SHA-256(salt || file)``) or, with 0, start over (hashing only if
+        ``hashed``)."""
         if offset:
             assert self._prefix is not None and offset == self._spool.received
-            self._spool.hash = self._prefix.plain
+            self._spool.hash = self._prefix.whole
         else:
             self._spool.restart(hashed)
         self._prefix = None

@@ -128,7 +128,7 @@ class FileSource(Source):
 
     def prove_prefix(self, offset: int, salt: bytes) -> PrefixProof:
         """``SHA-256(salt || first offset bytes)`` for a receiver that wants to resume
-        (:mod:`hilltop.transfer.resume`), and their plain SHA-256 to go on hashing from.
+        (:mod:`hilltop.transfer.resume`), a hash state to go on with over the rest.
         Reads with ``pread``: the stream position is untouched. Runs on a thread."""
         proof = PrefixProof(salt)
         fd = self._file.fileno()

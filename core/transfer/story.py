@@ -161,8 +161,8 @@ def _start_proof(resumable: bool, source: Source, answer: offers.Answer) -> Any:
 
 async def _send_proof(conn: TransitConnection, source: Source, requested: int, proving: Any,
                       on_resume: Callable[[int, str], None]) -> Any:
-    """Prove our prefix; returns the whole-file hash continued from it if the receiver
-    continues, else None (it starts over)."""
+    """Prove our prefix; returns the salted hash to continue over the rest if the receiver
+    continues (the ack then carries ``SHA-256(salt || file)``), else None (it starts over)."""
     proof = await proving
     conn.send_record(resume.proof_record(proof.proof()))
     start = resume.parse_decision(await _record(conn, "deciding where to resume"), requested)
@@ -171,7 +171,7 @@ async def _send_proof(conn: TransitConnection, source: Source, requested: int, p
         return None
     source.skip_to(start)  # type: ignore[attr-defined]
     on_resume(start, "")
-    return proof.plain
+    return proof.whole
 
 
 async def _record(conn: TransitConnection, doing: str) -> bytes:

@@ -75,7 +75,7 @@ def test_what_starts_from_zero_and_why(record: PartialRecord | None, on_disk: in
     assert why in decision.why
 
 
-def test_the_proof_is_salted_and_the_plain_hash_continues_the_file() -> None:
+def test_the_proof_is_salted_and_its_hash_goes_on_over_the_rest() -> None:
     prefix, rest = b"a" * 1000, b"b" * 500
     proof = resume.PrefixProof(SALT)
     proof.update(prefix[:300])
@@ -84,8 +84,8 @@ def test_the_proof_is_salted_and_the_plain_hash_continues_the_file() -> None:
     other = resume.PrefixProof(bytes(32))
     other.update(prefix)
     assert other.proof() != proof.proof()  # a fresh salt: an old answer does not replay
-    proof.plain.update(rest)
-    assert proof.plain.hexdigest() == hashlib.sha256(prefix + rest).hexdigest()
+    proof.whole.update(rest)
+    assert proof.whole.hexdigest() == hashlib.sha256(SALT + prefix + rest).hexdigest()
 
 
 def test_only_both_listing_the_feature_negotiates_it() -> None:
