@@ -67,14 +67,14 @@ class Throttle:
                 threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
 
     def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
-        start, moved = time.monotonic(), 0
+        due = time.monotonic()  # when the bytes so far may have gone; idle time is no credit
         with contextlib.suppress(OSError):
             while data := src.recv(256 * 1024):
                 dst.sendall(data)
-                moved += len(data)
-                ahead = moved / self.rate - (time.monotonic() - start)
-                if ahead > 0:
-                    time.sleep(ahead)
+                now = time.monotonic()
+                due = max(due, now) + len(data) / self.rate
+                if due > now:
+                    time.sleep(due - now)
         for sock in (src, dst):
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
@@ -191,7 +191,9 @@ def main() -> int:
                     kept = interrupt_at_half(kind, f"{next(codes)}-bench-cut", src, inbox, work)
                     wall, err = finish(kind, f"{next(codes)}-bench-again", src, inbox, work,
                                        flags)
-                    resumed = next((ln for ln in err.splitlines() if "Resuming at" in ln), "-")
+                    resumed = "; ".join(ln for ln in err.splitlines()
+                                        if ln.startswith(("Resuming at", "Received "))
+                                        and "via" in ln or "Resuming" in ln)
                     times[label if kind == "hilltop" else "official"] = wall
                     print(f"{kind:8} {label:26} partial {kept / 1e6:7.1f} MB  "
                           f"second transfer {wall:6.2f} s  [{resumed}]", flush=True)

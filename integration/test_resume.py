@@ -77,17 +77,17 @@ class CountingProxy:
                              daemon=True).start()
 
     def _pipe(self, src: socket.socket, dst: socket.socket, counted: bool) -> None:
-        start, moved = time.monotonic(), 0
+        due = time.monotonic()  # when the bytes so far may have gone; idle time is no credit
         try:
             while data := src.recv(256 * 1024):
                 dst.sendall(data)
                 if counted:
                     with self._lock:
                         self.upstream += len(data)
-                moved += len(data)
-                ahead = moved / self.rate - (time.monotonic() - start)
-                if ahead > 0:
-                    time.sleep(ahead)
+                now = time.monotonic()
+                due = max(due, now) + len(data) / self.rate
+                if due > now:
+                    time.sleep(due - now)
         except OSError:
             pass
         finally:
