@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +11,7 @@ import click
 
 from hilltop import api
 from hilltop.cli import lan as cli_lan
-from hilltop.cli import output, prompts, timing
+from hilltop.cli import output, pipes, prompts, timing
 from hilltop.cli.common import GlobalOptions, run, zero_mode_code
 from hilltop.cli.progress import transfer_progress
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
@@ -55,6 +54,9 @@ the nameplate; scripts that wait for the code to be used watch for it."""
 @click.option("--hide-progress", is_flag=True, help="do not show a progress bar")
 @click.option("--qr/--no-qr", default=True, envvar="WORMHOLE_QR", show_envvar=True,
               help="also show the code as a QR code (wormhole-transfer:CODE, for phone apps)")
+@click.option("--name", "stream_name", metavar="NAME",
+              help="with '-' (stdin) or a FIFO: the name the stream is offered under "
+                   "(default: stdin, or the FIFO's name)")
 @click.option("--ignore-unsendable-files", is_flag=True,
               help="leave out files that cannot be read instead of failing")
 @transit_flags
@@ -63,9 +65,9 @@ the nameplate; scripts that wait for the code to be used watch for it."""
 @click.pass_obj
 def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | None,
          code_length: int, zero_mode: bool, verify: bool, hide_progress: bool, qr: bool,
-         ignore_unsendable_files: bool, listen: bool, transports: str | None, lan: bool,
-         interface: str | None) -> None:
-    """Send a text message, file, or directory."""
+         stream_name: str | None, ignore_unsendable_files: bool, listen: bool,
+         transports: str | None, lan: bool, interface: str | None) -> None:
+    """Send a text message, file, or directory; '-' streams stdin (hilltop receivers only)."""
     if text is None and what is None:
         raise click.UsageError("give a file or directory to send, or --text MESSAGE")
     if text is not None and what is not None:
@@ -74,7 +76,13 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
         code = zero_mode_code(code, bool(lan or interface), "--code")
     if text == "-":
         output.status("Reading text message from stdin..")
-        text = sys.stdin.read()
+        text = pipes.read_stdin_text()
+    elif text is not None:
+        pipes.check_text_size(text)
+    streamed = what is not None and pipes.is_stream_path(what)
+    if stream_name is not None and not streamed:
+        raise click.UsageError("--name names a stream ('-' or a FIFO); a file or directory "
+                               "is offered under its own name")
     options = transit_options(opts.transit_helper, listen, transports)
     tor = tor_chosen()
     if tor is not None and (lan or interface):
@@ -85,6 +93,13 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
     async def payload(reactor: Any, w: api.Wormhole, options: TransitOptions,
                       announcement: Announcement) -> int:
         source = None
+        if streamed:
+            assert what is not None
+            from hilltop.transfer.streaming import StreamSource
+
+            with StreamSource(what, stream_name) as stream:
+                return await pipes.send_stream(reactor, w, stream, options, announcement,
+                                               hide_progress)
         if what is not None:
             from hilltop.transfer.source import open_source  # the zip writer: only to send a file
 
