@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,7 @@ from hilltop.cli.transitopts import (
     transit_flags,
     transit_options,
 )
-from hilltop.errors import RejectedError, TransferError
+from hilltop.errors import HilltopError, RejectedError, TransferError
 from hilltop.transfer import offers
 from hilltop.transit.options import TransitOptions
 from hilltop.units import readable_size
@@ -74,11 +75,15 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
         raise click.UsageError("give either --text or a file, not both")
     if zero_mode:
         code = zero_mode_code(code, bool(lan or interface), "--code")
-    if text == "-":
-        output.status("Reading text message from stdin..")
-        text = pipes.read_stdin_text()
-    elif text is not None:
-        pipes.check_text_size(text)
+    try:
+        if text == "-":
+            output.status("Reading text message from stdin..")
+            text = pipes.read_stdin_text()
+        elif text is not None:
+            pipes.check_text_size(text)
+    except HilltopError as err:  # before run(), which reports the others the same way
+        output.error(str(err))
+        sys.exit(1)
     streamed = what is not None and pipes.is_stream_path(what)
     if stream_name is not None and not streamed:
         raise click.UsageError("--name names a stream ('-' or a FIFO); a file or directory "
