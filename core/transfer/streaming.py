@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import select
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,8 @@ PIPE_BUFFER = 1024 * 1024
 what an unprivileged process may ask for by default): with the default 64 KiB, each read,
 and so each record, held at most 64 KiB while the producer waited for us."""
 _F_SETPIPE_SZ = 1031
+POLL_SECONDS = 0.25
+"""How often a read waiting for a silent pipe looks whether the transfer was stopped."""
 RECEIVE_AHEAD = 4 * records.BIG_RECORD_SIZE
 """Sealed bytes handed to the worker but not yet written; past this, stop reading the socket."""
 NOT_A_STREAM_PEER = ("the sender is streaming data of unknown length (a pipe), which only "
@@ -62,9 +65,18 @@ class StreamSource:
         self.path = path
         if name is None:
             name = STDIN_NAME if path == "-" else os.path.basename(os.path.normpath(path))
-        self.offer = offers.StreamOffer(name or STDIN_NAME)
+        name = name or STDIN_NAME
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UnsendableError(f"cannot offer the stream as {name!r}: not valid text") from None
+        if len(name) > offers.MAX_STREAM_NAME:
+            raise UnsendableError(f"a stream's name may have at most {offers.MAX_STREAM_NAME} "
+                                  "characters")
+        self.offer = offers.StreamOffer(name)
         self.position = 0
         self._file: io.FileIO | None = None
+        self._cancelled = False
         if path == "-" or _is_our_stdin(path):
             self._file = io.FileIO(0, "rb", closefd=False)
             self._prepare(0)
@@ -87,6 +99,7 @@ class StreamSource:
             except OSError as err:
                 raise UnsendableError(f"cannot read {self.path!r}: {err.strerror}") from None
             self._prepare(self._file.fileno())
+        self._wait_readable(self._file.fileno())
         try:
             got = self._file.readinto(buffer)
         except OSError as err:
@@ -94,6 +107,24 @@ class StreamSource:
         got = got or 0  # None only from a non-blocking descriptor, which _prepare ruled out
         self.position += got
         return got
+
+    def _wait_readable(self, fd: int) -> None:
+        """Wait until a read would not block, looking at :meth:`cancel` every
+        :data:`POLL_SECONDS`: a pipe that stays silent must not keep the sending thread (and
+        so the command) alive once the receiver is gone."""
+        while True:
+            if self._cancelled:
+                raise TransitError("the transit connection closed while sending")
+            try:
+                ready, _, _ = select.select([fd], [], [], POLL_SECONDS)
+            except (OSError, ValueError):
+                return  # not pollable (or closed): let the read itself say what is wrong
+            if ready:
+                return
+
+    def cancel(self) -> None:
+        """Stop waiting for input (any thread): the next or current read gives up."""
+        self._cancelled = True
 
     def close(self) -> None:
         if self._file is not None:
@@ -167,6 +198,7 @@ async def send_stream(
         w.send_message(source.offer.to_wire())
         peer_transit = await story._await_answer(w)
         conn = await story.connect_transit(runner, peer_transit, plan.cipher)
+        conn.when_closed().addCallback(lambda _: source.cancel())
         try:
             on_connected(conn.description)
             digest = await datapath.send_until_end(reactor, conn, source, progress,
