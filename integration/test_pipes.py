@@ -84,6 +84,7 @@ class Proc:
         try:
             for chunk in chunks:
                 self.proc.stdin.write(chunk)
+                self.proc.stdin.flush()  # a trickle must reach the sender as it comes
                 self.fed.update(chunk)
             self.proc.stdin.close()
         except (BrokenPipeError, ValueError, OSError):
@@ -91,7 +92,7 @@ class Proc:
 
     def _drain(self) -> None:
         assert self.proc.stdout is not None
-        while chunk := self.proc.stdout.read(1 << 20):
+        while chunk := self.proc.stdout.read1(1 << 20):  # what is there, not 1 MiB
             if len(self.first_bytes) < 4096:
                 self.first_bytes += chunk[:4096]
             self.digest.update(chunk)
@@ -273,3 +274,61 @@ def test_stdout_on_a_terminal_is_refused_before_the_code_is_used(peers: Peers) -
         os.close(leader)
     assert proc.returncode == 2
     assert b"terminal" in proc.stderr and b"Traceback" not in proc.stderr
+
+
+def test_a_fifo_is_streamed_under_its_name(peers: Peers, tmp_path: Path,
+                                           procs: list[Proc]) -> None:
+    fifo = tmp_path / "src" / "backup.tar"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)
+    data = b"".join(generated(3_000_000, seed=5))
+    c = code()
+    sender = Proc(["send", "--hide-progress", "--code", c, str(fifo)], peers,
+                  tmp_path / "send")
+    procs.append(sender)
+    receiver = Proc(["receive", "--accept-file", c], peers, tmp_path / "receive")
+    procs.append(receiver)
+    writer = threading.Thread(target=fifo.write_bytes, args=(data,), daemon=True)
+    writer.start()  # opening the FIFO waits for the sender to open it for reading
+    assert receiver.finish() == 0, receiver.stderr()
+    assert sender.finish() == 0, sender.stderr()
+    writer.join(10)
+    got = tmp_path / "receive" / "backup.tar"
+    assert got.read_bytes() == data
+    assert sorted(p.name for p in got.parent.iterdir()) == ["backup.tar"]
+    assert "Received the stream of 3000000 bytes as backup.tar" in receiver.stderr()
+
+
+def test_dev_stdin_on_a_pipe_is_a_stream(peers: Peers, tmp_path: Path,
+                                         procs: list[Proc]) -> None:
+    c = code()
+    sender = Proc(["send", "--hide-progress", "--name", "notes.txt", "--code", c,
+                   "/dev/stdin"], peers, tmp_path / "send", feed=iter([b"line one\n"] * 1000))
+    procs.append(sender)
+    receiver = Proc(["receive", "--accept-file", "-o", "-", c], peers, tmp_path / "receive")
+    procs.append(receiver)
+    assert receiver.finish() == 0, receiver.stderr()
+    assert sender.finish() == 0, sender.stderr()
+    assert receiver.digest.hexdigest() == hashlib.sha256(b"line one\n" * 1000).hexdigest()
+    assert "named 'notes.txt'" in receiver.stderr()
+
+
+def test_a_silent_pipe_does_not_outlive_the_receiver(peers: Peers, tmp_path: Path,
+                                                     procs: list[Proc]) -> None:
+    """``tail -f log | wormhole send -``: the receiver goes away while stdin says nothing;
+    the sender must notice and exit, not wait for input forever."""
+
+    def trickle() -> Iterator[bytes]:
+        yield b"first line\n"
+        time.sleep(600)  # then silence (the fixture kills the sender long before)
+
+    c = code()
+    sender = Proc(["send", "--hide-progress", "--code", c, "-"], peers, tmp_path / "send",
+                  feed=trickle())
+    procs.append(sender)
+    receiver = Proc(["receive", "--accept-file", "-o", "-", c], peers, tmp_path / "receive")
+    procs.append(receiver)
+    wait_for(lambda: receiver.out_bytes >= 11, "the first line on the receiver's stdout")
+    receiver.kill()
+    assert sender.finish(60) == 1, sender.stderr()
+    assert "Traceback" not in sender.stderr()

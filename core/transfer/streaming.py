@@ -122,6 +122,17 @@ class StreamSource:
             if ready:
                 return
 
+    def more_ready(self) -> bool:
+        """Whether a read would return at once; the batching sender sends what it has
+        when not (:class:`hilltop.transit.bulkpump.BatchSealer`)."""
+        if self._file is None:
+            return False
+        try:
+            ready, _, _ = select.select([self._file.fileno()], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(ready)
+
     def cancel(self) -> None:
         """Stop waiting for input (any thread): the next or current read gives up."""
         self._cancelled = True
