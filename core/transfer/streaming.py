@@ -25,7 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer
 
-from hilltop.errors import LocalError, TransferError, TransitError, UnsendableError
+from hilltop.errors import (
+    LocalError,
+    ProtocolError,
+    TransferError,
+    TransitError,
+    UnsendableError,
+)
 from hilltop.rendezvous import capabilities
 from hilltop.transfer import datapath, offers, story
 from hilltop.transfer.datapath import Progress
@@ -261,8 +267,7 @@ async def receive_stream_into(
         conn = await story.connect_transit(runner, peer_transit, plan.cipher)
         try:
             on_connected(conn.description)
-            with datapath.calm_gc():
-                trailer = await _StreamReceiver(reactor, conn, sink, progress).run()
+            trailer = await receive_stream_data(reactor, conn, sink, progress)
             sink.end_at(trailer.length)
             digest = sink.finish(trailer.sha256)
             try:
@@ -278,6 +283,61 @@ async def receive_stream_into(
     finally:
         if runner is not None:
             await runner.stop()
+
+
+async def receive_stream_data(reactor: Any, conn: TransitConnection, sink: Sink,
+                              progress: Progress) -> Trailer:
+    """The stream's records into ``sink`` up to its trailer, which is returned once it
+    agreed with the count. Like a sized file (:func:`hilltop.transfer.datapath.receive`): on a
+    thread reading the socket itself when the connection has a plain one (:mod:`bulkpump`;
+    1 GiB through a pipe took 2.4 s of receiver CPU on the reactor path), else through
+    :class:`_StreamReceiver`."""
+    with datapath.calm_gc():
+        borrowed = await conn.borrow_socket_for_receiving()
+        if borrowed is None:
+            return await _StreamReceiver(reactor, conn, sink, progress).run()
+        from hilltop.transit import bulkpump
+
+        sock, leftover = borrowed
+        pump = bulkpump.Pump(reactor, sock, _pump_stream(leftover, conn.opener, sink),
+                             progress, "hilltop-receive")
+        try:
+            return await pump.done
+        finally:
+            await pump.close()  # before the sink closes its file under the thread
+            conn.end_borrowing()
+
+
+def _pump_stream(leftover: bytes, opener: records.RecordOpener,
+                 sink: Sink) -> Callable[[Any], Trailer]:
+    """Work for a receiver's :class:`~hilltop.transit.bulkpump.Pump`: records up to the
+    trailer. The socket's wake-up threshold stays at one byte: the end of a stream cannot be
+    told in advance, and a slow pipe's bytes must come out as they arrive."""
+    from hilltop.transit import bulkpump
+
+    def work(pump: Any) -> Trailer:
+        scanner = bulkpump.FrameScanner(bulkpump.RECEIVE_BUFFER, leftover)
+        out = memoryview(bytearray(records.BIG_RECORD_SIZE))
+        reader = StreamReader()
+        while True:
+            for frame in scanner.frames():
+                data = reader.feed(opener.open(frame, out))
+                if data:
+                    sink.write(data)
+                    pump.report(len(data))
+            if reader.ended:
+                if scanner.pending:
+                    raise ProtocolError("peer sent data after the end of its stream")
+                pump.report(0, final=True)
+                return reader.check()
+            got = pump.recv_into(scanner.space())
+            if not got:
+                raise TransitError(
+                    f"the connection to the sender broke after {reader.received} bytes, "
+                    "before the end of its stream: what arrived is incomplete")
+            scanner.filled(got)
+
+    return work
 
 
 class _StreamReceiver:

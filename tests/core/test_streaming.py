@@ -45,24 +45,27 @@ async def send_stream_records(reactor, conn, chunks: list[bytes]) -> Trailer:  #
     return trailer
 
 
+@pytest.mark.parametrize("receiver_thread", [True, False], ids=["r-bulkpump", "r-reactor"])
 @pytest.mark.parametrize("own_thread", [True, False], ids=["bulkpump", "reactor"])
 @pytest.mark.parametrize("sizes", [[], [1], [5000, 1, records.BIG_RECORD_SIZE, 77] * 5],
                          ids=["empty", "one-byte", "mixed"])
 @pytest_twisted.ensureDeferred
-async def test_a_stream_crosses_intact_and_ends_with_its_trailer(own_thread: bool,
-                                                                 sizes: list[int]) -> None:
+async def test_a_stream_crosses_intact_and_ends_with_its_trailer(
+        own_thread: bool, receiver_thread: bool, sizes: list[int]) -> None:
     from twisted.internet import reactor
 
     chunks = [os.urandom(n) for n in sizes]
     s, r, cs, cr = await connected_pair(reactor)
     if not own_thread:
         cs.stream.lend_socket = lambda: defer.succeed(None)
+    if not receiver_thread:
+        cr.stream.lend_socket = lambda: defer.succeed(None)
     out = io.BytesIO()
     sink = StreamSink(out, UNKNOWN_SIZE)
     moved: list[int] = []
     sent, got = await defer.gatherResults([
         defer.ensureDeferred(send_stream_records(reactor, cs, chunks)),
-        defer.ensureDeferred(streaming._StreamReceiver(reactor, cr, sink, moved.append).run()),
+        defer.ensureDeferred(streaming.receive_stream_data(reactor, cr, sink, moved.append)),
     ])
     data = b"".join(chunks)
     assert got == sent == Trailer(len(data), hashlib.sha256(data).hexdigest())
@@ -75,51 +78,66 @@ async def test_a_stream_crosses_intact_and_ends_with_its_trailer(own_thread: boo
     await r.stop()
 
 
+PATHS = pytest.mark.parametrize("receiver_thread", [True, False],
+                                ids=["r-bulkpump", "r-reactor"])
+
+
+async def pair(reactor, receiver_thread: bool):  # noqa: ANN001, ANN201
+    s, r, cs, cr = await connected_pair(reactor)
+    if not receiver_thread:
+        cr.stream.lend_socket = lambda: defer.succeed(None)
+    return s, r, cs, cr
+
+
+@PATHS
 @pytest_twisted.ensureDeferred
-async def test_a_stream_cut_before_its_end_marker_is_incomplete() -> None:
+async def test_a_stream_cut_before_its_end_marker_is_incomplete(receiver_thread: bool) -> None:
     from twisted.internet import reactor
 
-    s, r, cs, cr = await connected_pair(reactor)
+    s, r, cs, cr = await pair(reactor, receiver_thread)
     cs.send_record(b"x" * 1000)
     cs.send_record(b"y" * 10)
     cs.close()
     sink = StreamSink(io.BytesIO(), UNKNOWN_SIZE)
     with pytest.raises(TransitError, match="after 1010 bytes, before the end of its stream"):
-        await streaming._StreamReceiver(reactor, cr, sink, lambda _n: None).run()
+        await streaming.receive_stream_data(reactor, cr, sink, lambda _n: None)
     await s.stop()
     await r.stop()
 
 
+@PATHS
 @pytest_twisted.ensureDeferred
-async def test_a_stream_cut_between_marker_and_trailer_is_incomplete() -> None:
+async def test_a_stream_cut_between_marker_and_trailer_is_incomplete(
+        receiver_thread: bool) -> None:
     from twisted.internet import reactor
 
-    s, r, cs, cr = await connected_pair(reactor)
+    s, r, cs, cr = await pair(reactor, receiver_thread)
     cs.send_record(b"x" * 10)
     cs.send_record(END_MARKER)
     cs.close()
     with pytest.raises(TransitError, match="incomplete"):
-        await streaming._StreamReceiver(reactor, cr, StreamSink(io.BytesIO(), UNKNOWN_SIZE),
-                                        lambda _n: None).run()
+        await streaming.receive_stream_data(reactor, cr, StreamSink(io.BytesIO(), UNKNOWN_SIZE),
+                                            lambda _n: None)
     await s.stop()
     await r.stop()
 
 
 @pytest.mark.parametrize(("tail", "match"), [
-    ([Trailer(3).to_record(), b"late"], "after the end of its stream"),
     ([Trailer(4).to_record()], "4 bytes, but 3 arrived"),
     ([b"not json"], "not JSON"),
 ])
+@PATHS
 @pytest_twisted.ensureDeferred
-async def test_a_bad_end_is_a_protocol_error(tail: list[bytes], match: str) -> None:
+async def test_a_bad_end_is_a_protocol_error(tail: list[bytes], match: str,
+                                             receiver_thread: bool) -> None:
     from twisted.internet import reactor
 
-    s, r, cs, cr = await connected_pair(reactor)
+    s, r, cs, cr = await pair(reactor, receiver_thread)
     for record in [b"abc", END_MARKER, *tail]:
         cs.send_record(record)
     with pytest.raises(ProtocolError, match=match):
-        await streaming._StreamReceiver(reactor, cr, StreamSink(io.BytesIO(), UNKNOWN_SIZE),
-                                        lambda _n: None).run()
+        await streaming.receive_stream_data(reactor, cr, StreamSink(io.BytesIO(), UNKNOWN_SIZE),
+                                            lambda _n: None)
     for c in (cs, cr):
         await c.close()
     await s.stop()
