@@ -54,7 +54,8 @@ class Proc:
     """A hilltop process whose stdin we feed, whose stdout we hash, whose stderr we keep."""
 
     def __init__(self, args: list[str], peers: Peers, cwd: Path,
-                 feed: Iterator[bytes] | None = None) -> None:
+                 feed: Iterator[bytes] | None = None, read_at_most: int | None = None) -> None:
+        self._read_at_most = read_at_most  # then close our end of its stdout (| head -c N)
         env = dict(os.environ)
         env.update({"WORMHOLE_RELAY_URL": peers.servers.relay_url,
                     "WORMHOLE_TRANSIT_HELPER": peers.servers.transit_helper,
@@ -97,6 +98,9 @@ class Proc:
                 self.first_bytes += chunk[:4096]
             self.digest.update(chunk)
             self.out_bytes += len(chunk)
+            if self._read_at_most is not None and self.out_bytes >= self._read_at_most:
+                self.proc.stdout.close()
+                return
 
     def _sample(self) -> None:
         status = f"/proc/{self.proc.pid}/status"
@@ -331,4 +335,21 @@ def test_a_silent_pipe_does_not_outlive_the_receiver(peers: Peers, tmp_path: Pat
     wait_for(lambda: receiver.out_bytes >= 11, "the first line on the receiver's stdout")
     receiver.kill()
     assert sender.finish(60) == 1, sender.stderr()
+    assert "Traceback" not in sender.stderr()
+
+
+def test_a_consumer_that_stops_reading_fails_both_sides(peers: Peers, tmp_path: Path,
+                                                        procs: list[Proc]) -> None:
+    """``wormhole receive -o - CODE | head -c 1M``: the receiver must not claim success."""
+    c = code()
+    sender = Proc(["send", "--hide-progress", "--code", c, "-"], peers, tmp_path / "send",
+                  feed=generated(200_000_000))
+    procs.append(sender)
+    receiver = Proc(["receive", "--accept-file", "-o", "-", c], peers, tmp_path / "receive",
+                    read_at_most=1_000_000)
+    procs.append(receiver)
+    assert receiver.finish() == 1, receiver.stderr()
+    assert "went away (broken pipe)" in receiver.stderr()
+    assert "Traceback" not in receiver.stderr()
+    assert sender.finish() == 1, sender.stderr()
     assert "Traceback" not in sender.stderr()
