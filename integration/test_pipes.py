@@ -353,3 +353,47 @@ def test_a_consumer_that_stops_reading_fails_both_sides(peers: Peers, tmp_path: 
     assert "Traceback" not in receiver.stderr()
     assert sender.finish() == 1, sender.stderr()
     assert "Traceback" not in sender.stderr()
+
+
+LIBRARY_RECEIVER = """
+import asyncio, os, sys
+from hilltop import install_asyncio_reactor
+
+async def main(code, directory):
+    from hilltop import TransitOptions, Wormhole
+    w = Wormhole(relay_url=os.environ["WORMHOLE_RELAY_URL"])
+    try:
+        w.set_code(code)
+        helper = os.environ["WORMHOLE_TRANSIT_HELPER"]
+        path = await w.receive_file(directory,
+                                    transit=TransitOptions(transit_helpers=[helper]))
+        print("saved", os.path.basename(path), flush=True)
+    finally:
+        await w.close()
+
+loop = asyncio.new_event_loop()
+install_asyncio_reactor(loop)
+loop.run_until_complete(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+def test_the_library_receives_a_stream_into_a_file(peers: Peers, tmp_path: Path,
+                                                   procs: list[Proc]) -> None:
+    import sys
+
+    c = code()
+    data = b"".join(generated(2_000_000, seed=9))
+    sender = Proc(["send", "--hide-progress", "--name", "dump.sql", "--code", c, "-"], peers,
+                  tmp_path / "send", feed=iter([data]))
+    procs.append(sender)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    env = dict(os.environ, WORMHOLE_RELAY_URL=peers.servers.relay_url,
+               WORMHOLE_TRANSIT_HELPER=peers.servers.transit_helper)
+    lib = subprocess.run([sys.executable, "-c", LIBRARY_RECEIVER, c, str(dest)], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert lib.returncode == 0, lib.stderr
+    assert lib.stdout.strip() == "saved dump.sql"
+    assert sender.finish() == 0, sender.stderr()
+    assert (dest / "dump.sql").read_bytes() == data
+    assert sorted(p.name for p in dest.iterdir()) == ["dump.sql"]
