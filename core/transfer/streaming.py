@@ -3,12 +3,13 @@
 The sender reads a pipe (``wormhole send -``, ``/dev/stdin``, a FIFO) a record at a time on
 the data path's own thread, so nothing is buffered beyond the few batches in flight
 (:func:`hilltop.transfer.datapath.send_until_end`); after the last byte it sends the end
-marker and the trailer (:mod:`hilltop.transfer.streamcodec`). The receiver takes sealed
-frames from the connection and a worker thread opens them, feeds the stream reader and writes
-the data (to a hidden file or to stdout); reading the socket pauses while
-:data:`RECEIVE_AHEAD` bytes wait, so a slow consumer of stdout holds the sender back through
-TCP instead of filling our memory. Only once the trailer came and agreed with what arrived is
-the stream complete: a sender that dies mid-stream leaves a receiver that says so and fails.
+marker and the trailer (:mod:`hilltop.transfer.streamcodec`). The receiver opens the records,
+feeds the stream reader and writes the data (to a hidden file or to stdout) on a thread: the
+bulk thread reading a plain socket itself, as for a sized file, or else a worker fed by the
+reactor, which stops reading the socket while :data:`RECEIVE_AHEAD` bytes wait. Either way a
+slow consumer of stdout holds the sender back through TCP instead of filling our memory. Only
+once the trailer came and agreed with what arrived is the stream complete: a sender that dies
+mid-stream leaves a receiver that says so and fails.
 
 The message order is the v1 story's (:mod:`hilltop.transfer.story`, whose helpers this
 reuses); only the offer and the records' end differ.
