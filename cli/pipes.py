@@ -19,9 +19,11 @@ Decisions (README "Pipes", docs/protocol-extensions.md "Streams"):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -115,8 +117,30 @@ def stdout_sink(size: int) -> StreamSink:
 
 
 # --- send -----------------------------------------------------------------------------------
+@contextlib.contextmanager
+def answers_for(path: str, verify: bool) -> Iterator[int]:
+    """Where ``send --verify`` reads its yes or no while streaming ``path``: stdin, unless the
+    stream is stdin, then the terminal (``/dev/tty``). Without one, refuse: the answer would
+    be read from the data."""
+    from hilltop.transfer.streaming import reads_our_stdin
+
+    if not verify or not reads_our_stdin(path):
+        yield 0
+        return
+    try:
+        fd = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
+    except OSError:
+        raise LocalError("--verify needs a terminal to answer on: stdin carries the stream "
+                         "(give the data as a FIFO, or leave out --verify)") from None
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
 async def send_stream(reactor: Any, w: api.Wormhole, source: StreamSource,
-                      options: TransitOptions, how: Any, hide_progress: bool) -> int:
+                      options: TransitOptions, how: Any, hide_progress: bool,
+                      answer_fd: int = 0) -> int:
     """The CLI side of :func:`hilltop.transfer.streaming.send_stream` (``how``: the send
     command's ``Announcement``)."""
     from hilltop.cli.progress import transfer_progress
@@ -124,8 +148,10 @@ async def send_stream(reactor: Any, w: api.Wormhole, source: StreamSource,
     from hilltop.transfer import streaming
 
     output.status(f"Sending {describe_stream(source.offer)}")
+    if source.path == "-" and os.isatty(0):
+        output.status("(reading it from the terminal: end it with Ctrl-D)")
     await announce_code(w, how)
-    await confirm_key(reactor, w, how.verify)
+    await confirm_key(reactor, w, how.verify, answer_fd)
     with transfer_progress(None, hide_progress) as shown:
         trailer = await streaming.send_stream(
             reactor, w, source, options,

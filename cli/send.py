@@ -102,9 +102,10 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
             assert what is not None
             from hilltop.transfer.streaming import StreamSource
 
-            with StreamSource(what, stream_name) as stream:
+            with StreamSource(what, stream_name) as stream, \
+                    pipes.answers_for(what, verify) as answer_fd:
                 return await pipes.send_stream(reactor, w, stream, options, announcement,
-                                               hide_progress)
+                                               hide_progress, answer_fd)
         if what is not None:
             from hilltop.transfer.source import open_source  # the zip writer: only to send a file
 
@@ -181,7 +182,8 @@ async def announce_code(w: api.Wormhole, how: Announcement) -> str:
     return code
 
 
-async def confirm_key(reactor: Any, w: api.Wormhole, verify: bool) -> dict:
+async def confirm_key(reactor: Any, w: api.Wormhole, verify: bool,
+                      answer_fd: int = prompts.STDIN) -> dict:
     """Wait until the peer confirmed the key; with --verify let the user compare verifiers.
 
     The question comes only once the peer's ``version`` arrived, as in official 0.24 (whose
@@ -193,7 +195,7 @@ async def confirm_key(reactor: Any, w: api.Wormhole, verify: bool) -> dict:
     verifier = await w.get_verifier()
     versions = await w.get_peer_versions()
     if verify and not await prompts.ask_yes_no(
-            reactor, f"Verifier {verifier.hex()}. ok? (yes/no): "):
+            reactor, f"Verifier {verifier.hex()}. ok? (yes/no): ", answer_fd):
         w.send_message(offers.ErrorMsg(VERIFY_REJECTED).to_wire())
         raise RejectedError("verification rejected: the transfer was abandoned "
                             "and the receiver was told")

@@ -397,3 +397,15 @@ def test_the_library_receives_a_stream_into_a_file(peers: Peers, tmp_path: Path,
     assert sender.finish() == 0, sender.stderr()
     assert (dest / "dump.sql").read_bytes() == data
     assert sorted(p.name for p in dest.iterdir()) == ["dump.sql"]
+
+
+def test_verify_never_reads_its_answer_from_the_stream(peers: Peers, tmp_path: Path) -> None:
+    """``cat x | wormhole send --verify -``: the question must not take the data's first line
+    as its answer; with no terminal to ask on, the send is refused."""
+    env = dict(os.environ, WORMHOLE_RELAY_URL=peers.servers.relay_url, WORMHOLE_QR="0")
+    proc = subprocess.run([*hilltop_command(), "send", "--verify", "-"], input=b"yes\n" * 100,
+                          capture_output=True, timeout=60, env=env, cwd=tmp_path,
+                          start_new_session=True)  # no controlling terminal: no /dev/tty
+    assert proc.returncode == 1
+    assert b"--verify needs a terminal to answer on" in proc.stderr
+    assert b"Wormhole code is" not in proc.stderr and b"Traceback" not in proc.stderr

@@ -84,7 +84,7 @@ class StreamSource:
         self.position = 0
         self._file: io.FileIO | None = None
         self._cancelled = False
-        if path == "-" or _is_our_stdin(path):
+        if reads_our_stdin(path):
             self._file = io.FileIO(0, "rb", closefd=False)
             self._prepare(0)
         elif not os.access(path, os.R_OK):
@@ -155,7 +155,10 @@ class StreamSource:
         self.close()
 
 
-def _is_our_stdin(path: str) -> bool:
+def reads_our_stdin(path: str) -> bool:
+    """Whether streaming ``path`` reads our own stdin (``-``, or ``/dev/stdin`` on a pipe)."""
+    if path == "-":
+        return True
     try:
         return os.path.samestat(os.stat(path), os.fstat(0))
     except OSError:
