@@ -8,7 +8,8 @@ Decisions (README "Pipes", docs/protocol-extensions.md "Streams"):
   toward them the send fails with a message saying why (and the receiver is told), before any
   of the stream is read. We do not spool stdin to a temporary file: that would quietly put an
   unbounded amount of data on the sender's disk, and the user can do it knowingly in one
-  command (``cat > f; wormhole send f``).
+  command (``cat > f; wormhole send f``). With stdin carrying the stream, ``--verify`` asks on
+  ``/dev/tty`` (:func:`answers_for`).
 * ``wormhole receive -o -`` writes the data, and only the data, to stdout; every message,
   prompt and progress line goes to stderr as always. A folder is written as the zip archive it
   travels as (``-o - > dir.zip``; official and hilltop folders are ordinary zips), with a
