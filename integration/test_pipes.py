@@ -203,13 +203,14 @@ def test_a_killed_sender_never_looks_complete(peers: Peers, tmp_path: Path, proc
     assert not list((tmp_path / "receive").iterdir())  # no file, no hidden partial
 
 
-def test_an_official_senders_file_to_stdout(peers: Peers, tmp_path: Path,
-                                            procs: list[Proc]) -> None:
+@pytest.mark.parametrize("client", ["official", "william"])
+def test_a_v1_senders_file_to_stdout(peers: Peers, tmp_path: Path, procs: list[Proc],
+                                     client: str) -> None:
     data = b"".join(generated(5_000_000, seed=3))
     src = tmp_path / "src" / "five.bin"
     src.parent.mkdir()
     src.write_bytes(data)
-    sender = peers.official("send", "--hide-progress", str(src))
+    sender = getattr(peers, client)("send", "--hide-progress", str(src))
     c = sender.wait_for_code()
     receiver = Proc(["receive", "--accept-file", "-o", "-", c], peers, tmp_path / "receive")
     procs.append(receiver)
@@ -239,16 +240,19 @@ def test_a_folder_to_stdout_is_its_zip(peers: Peers, tmp_path: Path, procs: list
         assert z.read("sub/b.bin") == bytes(range(256)) * 10
 
 
-def test_a_stream_toward_an_official_receiver_fails_clearly(peers: Peers, tmp_path: Path,
-                                                            procs: list[Proc]) -> None:
+@pytest.mark.parametrize("client", ["official", "william"])
+def test_a_stream_toward_a_v1_receiver_fails_clearly(peers: Peers, tmp_path: Path,
+                                                     procs: list[Proc], client: str) -> None:
     sender = Proc(["send", "--hide-progress", "-"], peers, tmp_path / "send",
                   feed=generated(1_000_000))
     procs.append(sender)
     wait_for(lambda: "Wormhole code is:" in sender.stderr(), "the sender's code", 60)
     c = sender.stderr().split("Wormhole code is:")[1].split()[0]
-    receiver = peers.official("receive", "--accept-file", c)
+    receiver = (peers.official("receive", "--accept-file", c) if client == "official"
+                else peers.william("receive", c, stdin="y\n"))  # william has no --accept-file
     assert sender.finish(60) == 1
-    assert "needs the size before the first byte" in sender.stderr()
+    who = "an official or wormhole-william client"
+    assert f"{who}, which needs the size before the first byte" in sender.stderr()
     assert "Traceback" not in sender.stderr()
     result = receiver.finish()
     assert result.returncode != 0
