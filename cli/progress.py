@@ -26,8 +26,9 @@ class TransferProgress:
     drawn only on a terminal and without --hide-progress, as the official client does.
     """
 
-    def __init__(self, total: int, hide: bool, stream: TextIO | None = None) -> None:
-        self.total = total
+    def __init__(self, total: int | None, hide: bool, stream: TextIO | None = None) -> None:
+        self.total = total  # None: a stream of unknown length (the bar counts, the summary too)
+        self.moved = 0
         self._stream = stream or sys.stderr
         self._show_bar = not hide and self._stream.isatty()
         self._bars = ExitStack()
@@ -58,6 +59,7 @@ class TransferProgress:
         self._skipped = nbytes
 
     def update(self, nbytes: int) -> None:
+        self.moved += nbytes
         self._advance(nbytes)
 
     def close(self) -> None:
@@ -69,9 +71,10 @@ class TransferProgress:
         """``"Received 1.0 GB in 2.3 s (445.0 MB/s) via direct-tcp 127.0.0.1:41234"``."""
         self.close()
         elapsed = 0.0 if self._started is None else time.monotonic() - self._started
-        moved = self.total - self._skipped
-        line = (f"{verb} {readable_size(moved)} in {readable_duration(elapsed)} "
-                f"({readable_rate(moved, elapsed)})")
+        # a resumed transfer counts only what moved now; a stream what it carried
+        total = self.moved if self.total is None else self.total - self._skipped
+        line = (f"{verb} {readable_size(total)} in {readable_duration(elapsed)} "
+                f"({readable_rate(total, elapsed)})")
         return f"{line} via {self._via}" if self._via else line
 
 
@@ -80,7 +83,7 @@ def _ignore(_nbytes: int) -> None:
 
 
 @contextmanager
-def transfer_progress(total: int, hide: bool,
+def transfer_progress(total: int | None, hide: bool,
                       stream: TextIO | None = None) -> Iterator[TransferProgress]:
     """A :class:`TransferProgress` whose bar is erased however the transfer ends."""
     shown = TransferProgress(total, hide, stream)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from hilltop import api
-from hilltop.cli import codeinput, output, prompts, timing
+from hilltop.cli import codeinput, output, pipes, prompts, timing
 from hilltop.cli import lan as cli_lan
 from hilltop.cli.common import GlobalOptions, run, zero_mode_code
 from hilltop.cli.progress import TransferProgress, transfer_progress
@@ -26,7 +26,7 @@ from hilltop.transfer import offers, story, targets
 from hilltop.units import readable_size
 
 if TYPE_CHECKING:  # imported where a file is received: a text message needs none of it
-    from hilltop.transfer.filesink import FileSink
+    from hilltop.transfer.filesink import FileSink, StreamSink
     from hilltop.transfer.foldersink import DirectorySink
 
 REJECTED = "transfer rejected"
@@ -46,9 +46,10 @@ REJECTED = "transfer rejected"
 @click.option("-t", "--only-text", is_flag=True, help="refuse file transfers, accept only text")
 @click.option("--accept-file", is_flag=True, envvar="WORMHOLE_ACCEPT_FILE", show_envvar=True,
               help="accept a file or directory without asking")
-@click.option("-o", "--output-file", metavar="FILENAME|DIRNAME", default=None,
+@click.option("-o", "--output-file", metavar="FILENAME|DIRNAME|-", default=None,
               help="name to save as, instead of the sender's; an existing directory "
-                   "receives the transfer inside it")
+                   "receives the transfer inside it; '-' writes the data to stdout "
+                   "(a folder as its zip archive)")
 @click.option("--no-resume", is_flag=True,
               help="start a file over even if an interrupted receive of it was kept "
                    "(and remove that partial); keep nothing if this one is interrupted")
@@ -66,6 +67,8 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, alloca
         raise click.UsageError("--allocate makes the code: give no code, -0 or --lan with it")
     if zero_mode:
         typed = zero_mode_code(typed, bool(lan or interface), "a code")
+    if output_file == pipes.TO_STDOUT:
+        pipes.refuse_terminal_stdout()
     options = transit_options(opts.transit_helper, listen, transports)
     choices = _Choices(only_text, accept_file, output_file, hide_progress, options)
     choices.no_resume = no_resume
@@ -130,6 +133,10 @@ class _Choices:
         self.options = options
         self.no_resume = False
 
+    @property
+    def to_stdout(self) -> bool:
+        return self.output_file == pipes.TO_STDOUT
+
 
 async def _receive(reactor: Any, w: api.Wormhole, choices: _Choices) -> int:
     offer, peer_transit = await story.receive_offer(w)
@@ -138,21 +145,31 @@ async def _receive(reactor: Any, w: api.Wormhole, choices: _Choices) -> int:
         w.send_message(offers.Answer(offers.MESSAGE_ACK).to_wire())
         return 0
     assert peer_transit is not None
+    if isinstance(offer, offers.StreamOffer):
+        return await _receive_stream(reactor, w, offer, peer_transit, choices)
     return await _receive_file(reactor, w, offer, peer_transit, choices)
 
 
 async def _prepare(reactor: Any, w: api.Wormhole,
                    offer: offers.FileOffer | offers.DirectoryOffer,
-                   choices: _Choices) -> FileSink | DirectorySink:
+                   choices: _Choices) -> FileSink | DirectorySink | StreamSink:
     """Every check that can refuse an offer, before a byte is accepted."""
     if choices.only_text:
         raise RejectedError("the sender offered a file, but --only-text was given")
+    size = readable_size(offer.filesize if isinstance(offer, offers.FileOffer)
+                         else offer.numbytes)
+    if choices.to_stdout:
+        output.status(f"Receiving {describe_offer(offer)}")
+        if isinstance(offer, offers.DirectoryOffer):
+            output.status("The folder goes to stdout as the zip archive it travels as.")
+        if not choices.accept_file and not await prompts.ask_yes_no(
+                reactor, f"ok? (y/N) [writes {size} to stdout]: "):
+            raise RejectedError("transfer rejected")
+        return pipes.stdout_sink(story.wire_size(offer))
     target = targets.plan_target(offer, choices.output_file, os.getcwd())
     output.status(f"Receiving {describe_offer(offer)}")
     if not choices.accept_file:
         where = os.path.relpath(target)
-        size = readable_size(offer.filesize if isinstance(offer, offers.FileOffer)
-                             else offer.numbytes)
         if not await prompts.ask_yes_no(reactor, f"ok? (y/N) [saves {size} as {where}]: "):
             raise RejectedError("transfer rejected")
     return story.open_sink(offer, target, resumable=await story.may_resume(w),
@@ -188,7 +205,47 @@ async def _receive_file(reactor: Any, w: api.Wormhole,
                               "receiving this file here again continues from there")
             raise
         output.status(shown.summary("Received"))
-    output.status(f"Received {os.path.relpath(sink.target)}")
+    output.status("Wrote it to stdout" if choices.to_stdout
+                  else f"Received {os.path.relpath(sink.target)}")
+    return 0
+
+
+async def _receive_stream(reactor: Any, w: api.Wormhole, offer: offers.StreamOffer,
+                          peer_transit: offers.TransitMsg, choices: _Choices) -> int:
+    """A stream of unknown length (``stream-v1``): to stdout, or to a file like any other,
+    which gets its name only once the sender's end marker and trailer arrived."""
+    from hilltop.transfer import streaming
+    from hilltop.transfer.filesink import UNKNOWN_SIZE, FileSink
+
+    sink: FileSink | StreamSink
+    try:
+        if choices.only_text:
+            raise RejectedError("the sender offered a stream, but --only-text was given")
+        if choices.to_stdout:
+            where = "to stdout"
+        else:
+            target = targets.target_path(offer.name, choices.output_file, os.getcwd())
+            where = f"as {os.path.relpath(target)}"
+        output.status(f"Receiving {pipes.describe_stream(offer)}")
+        if not choices.accept_file and not await prompts.ask_yes_no(
+                reactor, f"ok? (y/N) [writes it {where}]: "):
+            raise RejectedError("transfer rejected")
+        sink = (pipes.stdout_sink(UNKNOWN_SIZE) if choices.to_stdout
+                else FileSink(target, UNKNOWN_SIZE))
+    except HilltopError:
+        w.send_message(offers.ErrorMsg(REJECTED).to_wire())
+        raise
+    with transfer_progress(None, choices.hide_progress) as shown:
+        trailer = await streaming.receive_stream_into(
+            reactor, w, peer_transit, sink, choices.options,
+            on_connected=lambda desc: shown.connected(f"Receiving (->{desc})...", desc),
+            progress=shown.update,
+            on_unacknowledged=lambda why: _warn_unacknowledged(shown, why),
+        )
+        output.status(shown.summary("Received"))
+    what = f"stream of {trailer.length} bytes"
+    output.status(f"Wrote the {what} to stdout" if choices.to_stdout
+                  else f"Received the {what} as {os.path.relpath(sink.target)}")
     return 0
 
 

@@ -78,6 +78,7 @@ def claim_file(directory: str, name: str, *, drop_kept: bool = False) -> tuple[s
     path, fd = _create(directory, name, FILE_TAG, lambda p: os.open(p, OPEN_FLAGS, 0o666),
                        stat.S_ISREG, remove, kept=resume.KEEP_FOR if not drop_kept else 0.0)
     _lock(fd)
+    remove_record(path)  # the name is ours: a record beside it lost its partial long ago
     return path, fd
 
 

@@ -119,7 +119,7 @@ async def send_source(
         hints = await runner.our_hints()
         w.send_message(transit_message(runner, hints))
         w.send_message(source.offer.to_wire())
-        peer_transit, answer = await _await_answer(w)
+        peer_transit, answer = await _await_accepting_answer(w)
         proving = _start_proof(resumable, source, answer)
         conn = await connect_transit(runner, peer_transit, plan.cipher)
         try:
@@ -200,7 +200,13 @@ async def _negotiate(w: Wormhole) -> DataPath:
     return datapath.plan(ours, peer)
 
 
-async def _await_answer(w: Wormhole) -> tuple[offers.TransitMsg, offers.Answer]:
+async def _await_answer(w: Wormhole) -> offers.TransitMsg:
+    """The receiver's transit hints, once it accepted."""
+    return (await _await_accepting_answer(w))[0]
+
+
+async def _await_accepting_answer(w: Wormhole) -> tuple[offers.TransitMsg, offers.Answer]:
+    """The receiver's transit hints and its accepting answer (which may ask to resume)."""
     peer_transit: offers.TransitMsg | None = None
     while True:
         msg = offers.parse_app_message(await w.get_message())
@@ -257,7 +263,7 @@ async def receive_offer(w: Wormhole) -> tuple[offers.Offer, offers.TransitMsg | 
             peer_transit = msg
         elif isinstance(msg, offers.TextOffer):
             return msg, peer_transit
-        elif isinstance(msg, offers.FileOffer | offers.DirectoryOffer):
+        elif isinstance(msg, offers.FileOffer | offers.DirectoryOffer | offers.StreamOffer):
             if peer_transit is None:
                 w.send_message(offers.ErrorMsg("transfer rejected").to_wire())
                 raise ProtocolError("the sender offered a file before its transit hints")
