@@ -12,9 +12,9 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from typing import TextIO
+from typing import Any, TextIO
 
-from hilltop.cli import output
+from hilltop.cli import events, output
 from hilltop.units import readable_duration, readable_rate, readable_size
 
 
@@ -29,7 +29,8 @@ class TransferProgress:
     def __init__(self, total: int, hide: bool, stream: TextIO | None = None) -> None:
         self.total = total
         self._stream = stream or sys.stderr
-        self._show_bar = not hide and self._stream.isatty()
+        self._show_bar = not hide and self._stream.isatty() and not events.json_mode()
+        self._events = events.ProgressEvents(total)
         self._bars = ExitStack()
         self._advance = _ignore
         self._started: float | None = None
@@ -39,7 +40,10 @@ class TransferProgress:
         """The transport won: say so on its own line, then start the bar and the clock."""
         if self._started is not None:
             return  # one bar per transfer
-        output.status(line, self._stream)
+        if events.json_mode():
+            events.emit("transit_connected", via=via)
+        else:
+            output.status(line, self._stream)
         self._via = via
         self._started = time.monotonic()
         if self._show_bar:
@@ -52,6 +56,7 @@ class TransferProgress:
 
     def update(self, nbytes: int) -> None:
         self._advance(nbytes)
+        self._events.update(nbytes)
 
     def close(self) -> None:
         """Take the bar off the screen (leave=False erases it) before anything else is said."""
@@ -65,6 +70,14 @@ class TransferProgress:
         line = (f"{verb} {readable_size(self.total)} in {readable_duration(elapsed)} "
                 f"({readable_rate(self.total, elapsed)})")
         return f"{line} via {self._via}" if self._via else line
+
+
+    def done(self, verb: str, **fields: Any) -> None:
+        """The ``done`` event: the summary line for a person, the figures for a script."""
+        line = self.summary(verb)
+        elapsed = 0.0 if self._started is None else time.monotonic() - self._started
+        events.emit("done", line, bytes=self.total, seconds=round(elapsed, 3),
+                    via=self._via, **fields)
 
 
 def _ignore(_nbytes: int) -> None:

@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from hilltop import api
-from hilltop.cli import codeinput, output, prompts, timing
+from hilltop.cli import codeinput, events, output, prompts, timing
 from hilltop.cli import lan as cli_lan
 from hilltop.cli.common import GlobalOptions, run, zero_mode_code
+from hilltop.cli.completion import complete_code
 from hilltop.cli.progress import TransferProgress, transfer_progress
-from hilltop.cli.send import close_quietly, describe_offer
+from hilltop.cli.send import close_quietly, describe_offer, offer_kind
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
 from hilltop.cli.transitopts import (
     app_versions,
@@ -33,7 +34,7 @@ REJECTED = "transfer rejected"
 
 
 @click.command()
-@click.argument("code", nargs=-1, metavar="[CODE]...")
+@click.argument("code", nargs=-1, metavar="[CODE]...", shell_complete=complete_code)
 @click.option("-c", "--code-length", default=2, show_default=True, metavar="NUMWORDS",
               type=click.IntRange(1, 32),
               help="number of words expected in the code, or allocated with --allocate")
@@ -52,6 +53,7 @@ REJECTED = "transfer rejected"
 @transit_flags
 @tor_flags
 @lan_flags
+@events.json_flag
 @click.pass_obj
 def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, allocate: bool,
             zero_mode: bool, verify: bool, hide_progress: bool, only_text: bool, accept_file: bool,
@@ -108,9 +110,10 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, alloca
         else:
             await codeinput.read_code(reactor, w, code_length)
         verifier = await w.get_verifier()
-        if verify:
-            output.status(f"Verifier {verifier.hex()}.")
+        events.emit("verifier", f"Verifier {verifier.hex()}." if verify else None,
+                    verifier=verifier.hex())
         await w.get_peer_versions()
+        events.emit("peer_connected")
         return await _receive(reactor, w, choices)
 
     run(main)
@@ -129,8 +132,10 @@ class _Choices:
 async def _receive(reactor: Any, w: api.Wormhole, choices: _Choices) -> int:
     offer, peer_transit = await story.receive_offer(w)
     if isinstance(offer, offers.TextOffer):
-        output.received_text(offer.message)
+        events.offer("receive", offer, None)
+        events.received_text(offer.message)
         w.send_message(offers.Answer(offers.MESSAGE_ACK).to_wire())
+        events.emit("done", kind="text")
         return 0
     assert peer_transit is not None
     return await _receive_file(reactor, w, offer, peer_transit, choices)
@@ -142,7 +147,7 @@ async def _prepare(reactor: Any, offer: offers.FileOffer | offers.DirectoryOffer
     if choices.only_text:
         raise RejectedError("the sender offered a file, but --only-text was given")
     target = targets.plan_target(offer, choices.output_file, os.getcwd())
-    output.status(f"Receiving {describe_offer(offer)}")
+    events.offer("receive", offer, f"Receiving {describe_offer(offer)}")
     if not choices.accept_file:
         where = os.path.relpath(target)
         size = readable_size(offer.filesize if isinstance(offer, offers.FileOffer)
@@ -168,8 +173,8 @@ async def _receive_file(reactor: Any, w: api.Wormhole,
             progress=shown.update,
             on_unacknowledged=lambda why: _warn_unacknowledged(shown, why),
         )
-        output.status(shown.summary("Received"))
-    output.status(f"Received {os.path.relpath(sink.target)}")
+        shown.done("Received", kind=offer_kind(offer), path=os.path.abspath(sink.target))
+    events.human(f"Received {os.path.relpath(sink.target)}")
     return 0
 
 
