@@ -75,7 +75,7 @@ def emit(event: str, human: str | None = None, *, stdout: str | None = None,
     if human is not None:
         output.status(human)
     if stdout is not None:
-        click.echo(output.terminal_safe(stdout))
+        click.echo(output.terminal_safe(stdout, multiline=True))
 
 
 def human(text: str = "") -> None:
