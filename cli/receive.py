@@ -103,12 +103,13 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, alloca
         timing.watch(w)
         if typed is not None:
             w.set_code(typed)
+            events.emit("code", code=typed)
             if found is not None:
                 await cli_lan.announce_connected(reactor, w, found)
         elif allocate:
-            await codeinput.allocate_code(w, code_length)
+            events.emit("code", code=await codeinput.allocate_code(w, code_length))
         else:
-            await codeinput.read_code(reactor, w, code_length)
+            events.emit("code", code=await codeinput.read_code(reactor, w, code_length))
         verifier = await w.get_verifier()
         events.emit("verifier", f"Verifier {verifier.hex()}." if verify else None,
                     verifier=verifier.hex())
