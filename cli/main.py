@@ -89,6 +89,8 @@ def main() -> None:
     ``--json``, the ``error`` event (click would exit before any command could send it)."""
     import sys
 
+    from hilltop.errors import HilltopError
+
     try:
         status = cli.main(prog_name="wormhole", standalone_mode=False)
     except click.UsageError as err:
@@ -98,12 +100,17 @@ def main() -> None:
             events.emit("error", code=exitcodes.USAGE.code,
                         exit_status=int(exitcodes.USAGE.status), message=err.format_message())
         sys.exit(exitcodes.ExitStatus.USAGE)
+    except HilltopError as err:  # refused before the reactor started (ssh's key checks)
+        outcome = exitcodes.outcome_of(err)
+        events.error(outcome.code, outcome.status, str(err))
+        sys.exit(outcome.status)
     except click.ClickException as err:
         err.show()
         sys.exit(err.exit_code)
-    except click.Abort:
+    except click.Abort as err:  # a question before the reactor runs (ssh accept's key list)
         click.echo("Aborted!", err=True)
-        sys.exit(exitcodes.ExitStatus.FAILED)
+        interrupted = isinstance(err.__cause__, KeyboardInterrupt)
+        sys.exit(exitcodes.ExitStatus.INTERRUPTED if interrupted else exitcodes.ExitStatus.FAILED)
     sys.exit(status if isinstance(status, int) else 0)
 
 

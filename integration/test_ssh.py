@@ -123,3 +123,25 @@ def test_a_symlinked_authorized_keys_is_refused_before_a_code(peers: Peers,
     assert "symbolic link" in result.stderr
     assert "wormhole ssh accept" not in result.stdout  # no code was handed out
     assert target.read_text() == ""
+
+
+def test_accept_asks_first_and_no_sends_nothing(peers: Peers, tmp_path: Path) -> None:
+    """Declining the question exits 5 before any connection (the server here is dead)."""
+    home, _ = home_with_key(tmp_path, "accepter", "carol")
+    result = peers.hilltop("ssh", "accept", "5-guitarist-revenge", stdin="n\n",
+                           relay_url="ws://127.0.0.1:9/v1", transit_helper="tcp:127.0.0.1:9",
+                           env={"HOME": str(home)}).finish()
+    assert result.returncode == 5, result.describe()
+    assert "Really send public key 'carol' ?" in result.stderr
+    assert "Sending public key type='ssh-ed25519' keyid='carol'" in result.stdout
+
+
+def test_accept_refuses_to_send_a_private_key(peers: Peers, tmp_path: Path) -> None:
+    home, _ = home_with_key(tmp_path, "accepter", "dave")
+    private = home / ".ssh" / "id_ed25519"
+    result = peers.hilltop("ssh", "accept", "5-guitarist-revenge", "--yes", "-F", str(private),
+                           relay_url="ws://127.0.0.1:9/v1", transit_helper="tcp:127.0.0.1:9",
+                           env={"HOME": str(home)}).finish()
+    assert result.returncode == 1, result.describe()
+    assert "is not an SSH public key" in result.stderr
+    assert "Traceback" not in result.stderr
