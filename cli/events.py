@@ -94,18 +94,17 @@ class ProgressEvents:
         self.total = total
         self.done = 0
         self._clock = clock
-        self._last: float | None = None
+        self._last: float | None = None  # when the last event went out
+        self._complete = False  # the 100 % event went out
 
     def update(self, nbytes: int) -> None:
-        if not _state["json"]:
+        if not _state["json"] or self._complete:
             return
         self.done += nbytes
         now = self._clock()
-        finished = self.done >= self.total
-        if finished or self._last is None or now - self._last >= PROGRESS_INTERVAL:
-            if finished and self._last == -1.0:
-                return  # the 100 % event went out already
-            self._last = -1.0 if finished else now
+        self._complete = self.done >= self.total
+        if self._complete or self._last is None or now - self._last >= PROGRESS_INTERVAL:
+            self._last = now
             emit("progress", bytes=self.done, total=self.total)
 
 

@@ -107,7 +107,7 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, alloca
             if found is not None:
                 await cli_lan.announce_connected(reactor, w, found)
         elif allocate:
-            events.emit("code", code=await codeinput.allocate_code(w, code_length))
+            await codeinput.allocate_code(w, code_length)  # emits the code event
         else:
             events.emit("code", code=await codeinput.read_code(reactor, w, code_length))
         verifier = await w.get_verifier()

@@ -148,14 +148,14 @@ async def announce_code(w: api.Wormhole, how: Announcement) -> str:
         code = await w.get_code()
     else:
         code = await w.allocate_code(how.code_length)
-    events.emit("code", code=code)
     w.when_code_consumed().addCallbacks(lambda _: events.emit("code_consumed",
                                                               stdout=CODE_CONSUMED),
                                         lambda _: None)  # closed first: nothing to say
-    if not how.zero_mode:
-        output.status(f"Wormhole code is: {code}")
-        if how.qr:
-            output.qr_code(f"wormhole-transfer:{code}")
+    events.emit("code", None if how.zero_mode else f"Wormhole code is: {code}", code=code)
+    if events.json_mode():
+        return code  # the event is the announcement; a script has no use for the QR picture
+    if how.qr and not how.zero_mode:
+        output.qr_code(f"wormhole-transfer:{code}")
     output.status("On the other computer, please run:")
     output.status()
     command = how.receive_command + (" --verify" if how.verify else "")

@@ -48,10 +48,11 @@ def test_receive_allocate_json_reports_the_code(peers: Peers) -> None:
     from test_json_events import validated
 
     receiver = peers.hilltop("--json", "receive", "--allocate")
-    code = receiver.wait_for_line(ALLOCATED).group(1)
+    code = receiver.wait_for_line(r'"event": "code", "time": [\d.]+, "code": "([^"]+)"').group(1)
     sender = peers.official("send", "--code", code, "--text", "json first")
     sent, received = sender.finish(), receiver.finish()
     assert sent.returncode == 0 and received.returncode == 0, received.describe()
     events = validated(received.stdout)
     assert events[0] == {**events[0], "event": "code", "code": code}
+    assert "Allocated code" not in received.stderr  # the event replaces the human lines
     assert [e["message"] for e in events if e["event"] == "text"] == ["json first"]
