@@ -45,9 +45,23 @@ def completion(shell: str) -> None:
     complete_class = get_completion_class(shell)
     assert complete_class is not None  # the Choice allows only the three click knows
     script = complete_class(cli, {}, "wormhole", COMPLETE_VAR).source()
-    if shell == "bash":  # the alias completes the same way
-        script += "\ncomplete -o nosort -F _wormhole_completion hilltop\n"
+    if shell == "bash":
+        script += BASH_NO_SPACE
     click.echo(script)
+
+
+BASH_NO_SPACE = """
+# hilltop: a code completed up to a hyphen ("4-", "4-purple-") goes on without a space
+_wormhole_completion_nospace() {
+    _wormhole_completion "$@"
+    if [[ ${#COMPREPLY[@]} -eq 1 && ${COMPREPLY[0]} == *- ]]; then
+        compopt -o nospace 2>/dev/null
+    fi
+    return 0
+}
+complete -o nosort -F _wormhole_completion_nospace wormhole hilltop
+"""
+"""bash adds a space after a single candidate; zsh and fish leave one off after a hyphen."""
 
 
 def complete_code(ctx: click.Context, _param: click.Parameter,

@@ -40,7 +40,8 @@ def bash_complete(words: list[str], relay_url: str, tmp_path: Path) -> list[str]
     source.write_text(script("bash"))
     words_literal = " ".join(f"'{w}'" for w in words)
     program = (f"source {source}\nCOMP_WORDS=({words_literal})\nCOMP_CWORD={len(words) - 1}\n"
-               f"_wormhole_completion {words[0]}\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n")
+               f"_wormhole_completion_nospace {words[0]}\n"
+               "printf '%s\\n' \"${COMPREPLY[@]}\"\n")
     result = subprocess.run(["bash", "-c", program], capture_output=True, text=True,
                             timeout=60, env=env(relay_url))
     assert result.returncode == 0, result.stderr
@@ -118,3 +119,12 @@ def test_completion_refuses_an_unknown_shell() -> None:
     result = subprocess.run([*hilltop_command(), "completion", "tcsh"], capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 2 and "tcsh" in result.stderr
+
+
+def test_bash_registers_both_names(tmp_path: Path) -> None:
+    source = tmp_path / "wormhole.bash"
+    source.write_text(script("bash"))
+    result = subprocess.run(["bash", "-c", f"source {source}; complete -p wormhole hilltop"],
+                            capture_output=True, text=True, timeout=60)
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2 and all("-F _wormhole_completion_nospace" in x for x in lines), lines
