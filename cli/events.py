@@ -69,13 +69,27 @@ def emit(event: str, human: str | None = None, *, stdout: str | None = None,
     if _state["json"]:
         record = {"event": event, "time": round(time.time(), 3), **fields}
         # ensure_ascii: peer text with controls or lone surrogates stays inert, valid JSON
-        sys.stdout.write(json.dumps(record, ensure_ascii=True) + "\n")
-        sys.stdout.flush()
+        try:
+            sys.stdout.write(json.dumps(record, ensure_ascii=True) + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _reader_gone()
         return
     if human is not None:
         output.status(human)
     if stdout is not None:
         click.echo(output.terminal_safe(stdout, multiline=True))
+
+
+def _reader_gone() -> None:
+    """The program reading the events went away (``| head -1``): the command goes on to its
+    own end (a transfer half done helps nobody), and later events go nowhere, as does the
+    flush at exit that would otherwise report the broken pipe a second time."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def human(text: str = "") -> None:

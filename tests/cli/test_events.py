@@ -94,3 +94,21 @@ def test_an_unknown_event_fails_the_schema() -> None:
         jsonschema.validate({"event": "surprise", "time": 1.0}, SCHEMA)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"event": "code", "time": 1.0}, SCHEMA)  # no code
+
+
+def test_a_reader_that_went_away_stops_the_events_not_the_command(tmp_path: Path) -> None:
+    """``wormhole --json ... | head -1``: later events go nowhere and nothing is reported."""
+    import subprocess
+    import sys
+
+    program = ("from hilltop.cli import events\n"
+               "events.enable_json()\n"
+               "for i in range(2000):\n"
+               "    events.emit('progress', bytes=i, total=2000)\n"
+               "print('finished', file=__import__('sys').stderr)\n")
+    shell = f"{sys.executable} -c \"{program}\" | head -1"
+    result = subprocess.run(["bash", "-o", "pipefail", "-c", shell], capture_output=True,
+                            text=True, timeout=60)
+    assert json.loads(result.stdout)["event"] == "progress"
+    assert result.stderr == "finished\n", result.stderr
+    assert result.returncode == 0
