@@ -117,6 +117,7 @@ def list_nameplates_now(appid: str, relay_url: str,
         d.addTimeout(timeout, reactor)
         d.addErrback(lambda _: None)
         d.addBoth(stop)
+        reactor.callLater(timeout + 1.0, stop, None)  # even if closing the wormhole hangs
 
     reactor.callWhenRunning(start)
     reactor.run(installSignalHandlers=False)
