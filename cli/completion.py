@@ -61,7 +61,8 @@ _wormhole_completion_nospace() {
 }
 complete -o nosort -F _wormhole_completion_nospace wormhole hilltop
 """
-"""bash adds a space after a single candidate; zsh and fish leave one off after a hyphen."""
+"""bash adds a space after a single candidate; for a code that goes on, that space is in the
+way. (zsh and fish use click's scripts as they are.)"""
 
 
 def complete_code(ctx: click.Context, _param: click.Parameter,
