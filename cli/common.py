@@ -11,7 +11,7 @@ import signal
 import sys
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 from hilltop.cli import events, exitcodes, output
 from hilltop.errors import HilltopError
@@ -39,6 +39,14 @@ class GlobalOptions:
 
 _CLEANUP_SECONDS = 5.0
 """How long an interrupted transfer may take to clean up before the process exits anyway."""
+
+
+def exit_with(error: HilltopError) -> NoReturn:
+    """End the command for ``error`` found before :func:`run` started (an argument that turned
+    out unusable): the same ``ERROR:`` line, exit status and ``--json`` event as in :func:`run`."""
+    outcome = exitcodes.outcome_of(error)
+    events.error(outcome.code, outcome.status, str(error))
+    sys.exit(outcome.status)
 
 
 def report_unexpected(error: BaseException, traceback: str, *, fatal: bool = True) -> None:

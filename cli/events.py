@@ -27,10 +27,10 @@ import click
 from hilltop.cli import output
 
 if TYPE_CHECKING:
-    from hilltop.transfer.offers import DirectoryOffer, FileOffer, TextOffer
+    from hilltop.transfer.offers import DirectoryOffer, FileOffer, StreamOffer, TextOffer
     from hilltop.transit.options import AttemptNote
 
-    Offer = TextOffer | FileOffer | DirectoryOffer
+    Offer = TextOffer | FileOffer | DirectoryOffer | StreamOffer
 
 PROGRESS_INTERVAL = 0.1
 """Seconds between two ``progress`` events at most 10 a second: enough for a live display,
@@ -104,7 +104,8 @@ class ProgressEvents:
     The last one (every byte counted) is always reported, so a reader sees 100 %.
     """
 
-    def __init__(self, total: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, total: int | None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.total = total
         self.done = 0
         self._clock = clock
@@ -116,10 +117,10 @@ class ProgressEvents:
             return
         self.done += nbytes
         now = self._clock()
-        self._complete = self.done >= self.total
+        self._complete = self.total is not None and self.done >= self.total
         if self._complete or self._last is None or now - self._last >= PROGRESS_INTERVAL:
             self._last = now
-            emit("progress", bytes=self.done, total=self.total)
+            emit("progress", bytes=self.done, total=self.total)  # None: a stream's length
 
 
 def error(code: str, status: int, message: str) -> None:
@@ -142,6 +143,8 @@ def offer(direction: str, what: Offer, human: str | None) -> None:
     fields: dict[str, Any]
     if isinstance(what, offers.TextOffer):
         fields = {"kind": "text", "size": len(what.message.encode("utf-8", "surrogatepass"))}
+    elif isinstance(what, offers.StreamOffer):
+        fields = {"kind": "stream", "name": what.name}  # its length is known only at the end
     elif isinstance(what, offers.FileOffer):
         fields = {"kind": "file", "name": what.filename, "size": what.filesize}
     else:

@@ -16,7 +16,7 @@ defer_openssl()  # the CLI opens TLS connections only for a wss:// mailbox
 with openssl_deferred():
     from hilltop import __version__, api  # Twisted's endpoints, without TLS
 from hilltop.cli import events, exitcodes, timing  # noqa: E402
-from hilltop.cli.common import GlobalOptions  # noqa: E402
+from hilltop.cli.common import GlobalOptions, exit_with  # noqa: E402
 
 ALIASES = {"tx": "send", "rx": "receive", "recv": "receive", "recieve": "receive"}
 """Other names official 0.24 accepts for its commands (``recieve`` is its deliberate
@@ -101,9 +101,7 @@ def main() -> None:
                         exit_status=int(exitcodes.USAGE.status), message=err.format_message())
         sys.exit(exitcodes.ExitStatus.USAGE)
     except HilltopError as err:  # refused before the reactor started (ssh's key checks)
-        outcome = exitcodes.outcome_of(err)
-        events.error(outcome.code, outcome.status, str(err))
-        sys.exit(outcome.status)
+        exit_with(err)
     except click.ClickException as err:
         err.show()
         sys.exit(err.exit_code)

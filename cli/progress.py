@@ -26,8 +26,9 @@ class TransferProgress:
     drawn only on a terminal and without --hide-progress, as the official client does.
     """
 
-    def __init__(self, total: int, hide: bool, stream: TextIO | None = None) -> None:
-        self.total = total
+    def __init__(self, total: int | None, hide: bool, stream: TextIO | None = None) -> None:
+        self.total = total  # None: a stream of unknown length (the bar counts, the summary too)
+        self.moved = 0
         self._stream = stream or sys.stderr
         self._show_bar = not hide and self._stream.isatty() and not events.json_mode()
         self._events = events.ProgressEvents(total)
@@ -55,6 +56,7 @@ class TransferProgress:
             self._advance = bar.update
 
     def update(self, nbytes: int) -> None:
+        self.moved += nbytes
         self._advance(nbytes)
         self._events.update(nbytes)
 
@@ -67,16 +69,17 @@ class TransferProgress:
         """``"Received 1.0 GB in 2.3 s (445.0 MB/s) via direct-tcp 127.0.0.1:41234"``."""
         self.close()
         elapsed = 0.0 if self._started is None else time.monotonic() - self._started
-        line = (f"{verb} {readable_size(self.total)} in {readable_duration(elapsed)} "
-                f"({readable_rate(self.total, elapsed)})")
+        total = self.moved if self.total is None else self.total
+        line = (f"{verb} {readable_size(total)} in {readable_duration(elapsed)} "
+                f"({readable_rate(total, elapsed)})")
         return f"{line} via {self._via}" if self._via else line
-
 
     def done(self, verb: str, **fields: Any) -> None:
         """The ``done`` event: the summary line for a person, the figures for a script."""
         line = self.summary(verb)
         elapsed = 0.0 if self._started is None else time.monotonic() - self._started
-        events.emit("done", line, bytes=self.total, seconds=round(elapsed, 3),
+        moved = self.moved if self.total is None else self.total
+        events.emit("done", line, bytes=moved, seconds=round(elapsed, 3),
                     via=self._via, **fields)
 
 
@@ -85,7 +88,7 @@ def _ignore(_nbytes: int) -> None:
 
 
 @contextmanager
-def transfer_progress(total: int, hide: bool,
+def transfer_progress(total: int | None, hide: bool,
                       stream: TextIO | None = None) -> Iterator[TransferProgress]:
     """A :class:`TransferProgress` whose bar is erased however the transfer ends."""
     shown = TransferProgress(total, hide, stream)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from hilltop import api
-from hilltop.cli import codeinput, events, output, prompts, timing
+from hilltop.cli import codeinput, events, output, pipes, prompts, timing
 from hilltop.cli import lan as cli_lan
 from hilltop.cli.common import GlobalOptions, run, zero_mode_code
 from hilltop.cli.completion import complete_code
@@ -27,7 +27,7 @@ from hilltop.transfer import offers, story, targets
 from hilltop.units import readable_size
 
 if TYPE_CHECKING:  # imported where a file is received: a text message needs none of it
-    from hilltop.transfer.filesink import FileSink
+    from hilltop.transfer.filesink import FileSink, StreamSink
     from hilltop.transfer.foldersink import DirectorySink
 
 REJECTED = "transfer rejected"
@@ -47,9 +47,10 @@ REJECTED = "transfer rejected"
 @click.option("-t", "--only-text", is_flag=True, help="refuse file transfers, accept only text")
 @click.option("--accept-file", is_flag=True, envvar="WORMHOLE_ACCEPT_FILE", show_envvar=True,
               help="accept a file or directory without asking")
-@click.option("-o", "--output-file", metavar="FILENAME|DIRNAME", default=None,
+@click.option("-o", "--output-file", metavar="FILENAME|DIRNAME|-", default=None,
               help="name to save as, instead of the sender's; an existing directory "
-                   "receives the transfer inside it")
+                   "receives the transfer inside it; '-' writes the data to stdout "
+                   "(a folder as its zip archive)")
 @transit_flags
 @tor_flags
 @lan_flags
@@ -65,6 +66,11 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, alloca
         raise click.UsageError("--allocate makes the code: give no code, -0 or --lan with it")
     if zero_mode:
         typed = zero_mode_code(typed, bool(lan or interface), "a code")
+    if output_file == pipes.TO_STDOUT:
+        if events.json_mode():
+            raise click.UsageError("--json writes its events to stdout: -o - cannot write the "
+                                   "data there too (give a file name)")
+        pipes.refuse_terminal_stdout()
     options = transit_options(opts.transit_helper, listen, transports)
     choices = _Choices(only_text, accept_file, output_file, hide_progress, options)
     tor = tor_chosen()
@@ -129,6 +135,10 @@ class _Choices:
         self.hide_progress = hide_progress
         self.options = options
 
+    @property
+    def to_stdout(self) -> bool:
+        return self.output_file == pipes.TO_STDOUT
+
 
 async def _receive(reactor: Any, w: api.Wormhole, choices: _Choices) -> int:
     offer, peer_transit = await story.receive_offer(w)
@@ -139,20 +149,30 @@ async def _receive(reactor: Any, w: api.Wormhole, choices: _Choices) -> int:
         events.emit("done", kind="text")
         return 0
     assert peer_transit is not None
+    if isinstance(offer, offers.StreamOffer):
+        return await _receive_stream(reactor, w, offer, peer_transit, choices)
     return await _receive_file(reactor, w, offer, peer_transit, choices)
 
 
 async def _prepare(reactor: Any, offer: offers.FileOffer | offers.DirectoryOffer,
-                   choices: _Choices) -> FileSink | DirectorySink:
+                   choices: _Choices) -> FileSink | DirectorySink | StreamSink:
     """Every check that can refuse an offer, before a byte is accepted."""
     if choices.only_text:
         raise RejectedError("the sender offered a file, but --only-text was given")
+    size = readable_size(offer.filesize if isinstance(offer, offers.FileOffer)
+                         else offer.numbytes)
+    if choices.to_stdout:
+        events.offer("receive", offer, f"Receiving {describe_offer(offer)}")
+        if isinstance(offer, offers.DirectoryOffer):
+            output.status("The folder goes to stdout as the zip archive it travels as.")
+        if not choices.accept_file and not await prompts.ask_yes_no(
+                reactor, f"ok? (y/N) [writes {size} to stdout]: "):
+            raise RejectedError("transfer rejected")
+        return pipes.stdout_sink(story.wire_size(offer))
     target = targets.plan_target(offer, choices.output_file, os.getcwd())
     events.offer("receive", offer, f"Receiving {describe_offer(offer)}")
     if not choices.accept_file:
         where = os.path.relpath(target)
-        size = readable_size(offer.filesize if isinstance(offer, offers.FileOffer)
-                             else offer.numbytes)
         if not await prompts.ask_yes_no(reactor, f"ok? (y/N) [saves {size} as {where}]: "):
             raise RejectedError("transfer rejected")
     return story.open_sink(offer, target)
@@ -174,8 +194,50 @@ async def _receive_file(reactor: Any, w: api.Wormhole,
             progress=shown.update,
             on_unacknowledged=lambda why: _warn_unacknowledged(shown, why),
         )
-        shown.done("Received", kind=offer_kind(offer), path=os.path.abspath(sink.target))
-    events.human(f"Received {os.path.relpath(sink.target)}")
+        shown.done("Received", kind=offer_kind(offer),
+                   **({} if choices.to_stdout else {"path": os.path.abspath(sink.target)}))
+    events.human("Wrote it to stdout" if choices.to_stdout
+                 else f"Received {os.path.relpath(sink.target)}")
+    return 0
+
+
+async def _receive_stream(reactor: Any, w: api.Wormhole, offer: offers.StreamOffer,
+                          peer_transit: offers.TransitMsg, choices: _Choices) -> int:
+    """A stream of unknown length (``stream-v1``): to stdout, or to a file like any other,
+    which gets its name only once the sender's end marker and trailer arrived."""
+    from hilltop.transfer import streaming
+    from hilltop.transfer.filesink import UNKNOWN_SIZE, FileSink
+
+    sink: FileSink | StreamSink
+    try:
+        if choices.only_text:
+            raise RejectedError("the sender offered a stream, but --only-text was given")
+        if choices.to_stdout:
+            where = "to stdout"
+        else:
+            target = targets.target_path(offer.name, choices.output_file, os.getcwd())
+            where = f"as {os.path.relpath(target)}"
+        events.offer("receive", offer, f"Receiving {pipes.describe_stream(offer)}")
+        if not choices.accept_file and not await prompts.ask_yes_no(
+                reactor, f"ok? (y/N) [writes it {where}]: "):
+            raise RejectedError("transfer rejected")
+        sink = (pipes.stdout_sink(UNKNOWN_SIZE) if choices.to_stdout
+                else FileSink(target, UNKNOWN_SIZE))
+    except HilltopError:
+        w.send_message(offers.ErrorMsg(REJECTED).to_wire())
+        raise
+    with transfer_progress(None, choices.hide_progress) as shown:
+        trailer = await streaming.receive_stream_into(
+            reactor, w, peer_transit, sink, choices.options,
+            on_connected=lambda desc: shown.connected(f"Receiving (->{desc})...", desc),
+            progress=shown.update,
+            on_unacknowledged=lambda why: _warn_unacknowledged(shown, why),
+        )
+        shown.done("Received", kind="stream",
+                   **({} if choices.to_stdout else {"path": os.path.abspath(sink.target)}))
+    what = f"stream of {trailer.length} bytes"
+    events.human(f"Wrote the {what} to stdout" if choices.to_stdout
+                 else f"Received the {what} as {os.path.relpath(sink.target)}")
     return 0
 
 

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from hilltop import api
-from hilltop.cli import events, output, prompts, timing
+from hilltop.cli import events, output, pipes, prompts, timing
 from hilltop.cli import lan as cli_lan
-from hilltop.cli.common import GlobalOptions, run, zero_mode_code
+from hilltop.cli.common import GlobalOptions, exit_with, run, zero_mode_code
 from hilltop.cli.progress import transfer_progress
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
 from hilltop.cli.transitopts import (
@@ -23,7 +22,7 @@ from hilltop.cli.transitopts import (
     transit_flags,
     transit_options,
 )
-from hilltop.errors import PeerRejectedError, RejectedError, TransferError
+from hilltop.errors import HilltopError, PeerRejectedError, RejectedError, TransferError
 from hilltop.transfer import offers
 from hilltop.transit.options import TransitOptions
 from hilltop.units import readable_size
@@ -55,6 +54,9 @@ the nameplate; scripts that wait for the code to be used watch for it."""
 @click.option("--hide-progress", is_flag=True, help="do not show a progress bar")
 @click.option("--qr/--no-qr", default=True, envvar="WORMHOLE_QR", show_envvar=True,
               help="also show the code as a QR code (wormhole-transfer:CODE, for phone apps)")
+@click.option("--name", "stream_name", metavar="NAME",
+              help="with '-' (stdin) or a FIFO: the name the stream is offered under "
+                   "(default: stdin, or the FIFO's name)")
 @click.option("--ignore-unsendable-files", is_flag=True,
               help="leave out files that cannot be read instead of failing")
 @transit_flags
@@ -64,18 +66,27 @@ the nameplate; scripts that wait for the code to be used watch for it."""
 @click.pass_obj
 def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | None,
          code_length: int, zero_mode: bool, verify: bool, hide_progress: bool, qr: bool,
-         ignore_unsendable_files: bool, listen: bool, transports: str | None, lan: bool,
-         interface: str | None) -> None:
-    """Send a text message, file, or directory."""
+         stream_name: str | None, ignore_unsendable_files: bool, listen: bool,
+         transports: str | None, lan: bool, interface: str | None) -> None:
+    """Send a text message, file, or directory; '-' streams stdin (hilltop receivers only)."""
     if text is None and what is None:
         raise click.UsageError("give a file or directory to send, or --text MESSAGE")
     if text is not None and what is not None:
         raise click.UsageError("give either --text or a file, not both")
     if zero_mode:
         code = zero_mode_code(code, bool(lan or interface), "--code")
-    if text == "-":
-        output.status("Reading text message from stdin..")
-        text = sys.stdin.read()
+    try:
+        if text == "-":
+            output.status("Reading text message from stdin..")
+            text = pipes.read_stdin_text()
+        elif text is not None:
+            pipes.check_text_size(text)
+    except HilltopError as err:  # before run(), which reports the others the same way
+        exit_with(err)
+    streamed = what is not None and pipes.is_stream_path(what)
+    if stream_name is not None and not streamed:
+        raise click.UsageError("--name names a stream ('-' or a FIFO); a file or directory "
+                               "is offered under its own name")
     options = transit_options(opts.transit_helper, listen, transports)
     tor = tor_chosen()
     if tor is not None and (lan or interface):
@@ -86,6 +97,14 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
     async def payload(reactor: Any, w: api.Wormhole, options: TransitOptions,
                       announcement: Announcement) -> int:
         source = None
+        if streamed:
+            assert what is not None
+            from hilltop.transfer.streaming import StreamSource
+
+            with StreamSource(what, stream_name) as stream, \
+                    pipes.answers_for(what, verify) as answer_fd:
+                return await pipes.send_stream(reactor, w, stream, options, announcement,
+                                               hide_progress, answer_fd)
         if what is not None:
             from hilltop.transfer.source import open_source  # the zip writer: only to send a file
 
@@ -164,7 +183,8 @@ async def announce_code(w: api.Wormhole, how: Announcement) -> str:
     return code
 
 
-async def confirm_key(reactor: Any, w: api.Wormhole, verify: bool) -> dict:
+async def confirm_key(reactor: Any, w: api.Wormhole, verify: bool,
+                      answer_fd: int = prompts.STDIN) -> dict:
     """Wait until the peer confirmed the key; with --verify let the user compare verifiers.
 
     The question comes only once the peer's ``version`` arrived, as in official 0.24 (whose
@@ -178,7 +198,7 @@ async def confirm_key(reactor: Any, w: api.Wormhole, verify: bool) -> dict:
     versions = await w.get_peer_versions()
     events.emit("peer_connected")
     if verify and not await prompts.ask_yes_no(
-            reactor, f"Verifier {verifier.hex()}. ok? (yes/no): "):
+            reactor, f"Verifier {verifier.hex()}. ok? (yes/no): ", answer_fd):
         w.send_message(offers.ErrorMsg(VERIFY_REJECTED).to_wire())
         raise RejectedError("verification rejected: the transfer was abandoned "
                             "and the receiver was told")

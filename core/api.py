@@ -20,7 +20,7 @@ from hilltop._runtime.awaitable import DualDeferred, Queue, Watch
 from hilltop.errors import HilltopError, LocalError, WormholeClosed
 from hilltop.rendezvous import capabilities, key, mailbox
 from hilltop.rendezvous.client import EndpointFactory, RendezvousClient, default_endpoint
-from hilltop.transfer.offers import ErrorMsg
+from hilltop.transfer.offers import ErrorMsg, StreamOffer
 
 if TYPE_CHECKING:  # a text message imports no transit code
     from typing import BinaryIO
@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # a text message imports no transit code
     from hilltop.transfer.source import Source
     from hilltop.transit.options import TransitOptions
 
-    Accept = Callable[[FileOffer | DirectoryOffer], bool]
+    Accept = Callable[[FileOffer | DirectoryOffer | StreamOffer], bool]
     """Asked with the peer's offer; False refuses it."""
 
 APPID = key.APPID
@@ -213,6 +213,9 @@ class Wormhole:
 
         async def go() -> str:
             offer, peer_transit, options = await self._file_offer(accept, transit)
+            if isinstance(offer, StreamOffer):  # a pipe's bytes, length unknown: stream-v1
+                return await self._receive_stream_file(offer, peer_transit, options, directory,
+                                                       progress)
             try:
                 target = targets.plan_target(offer, None, directory)
             except HilltopError:
@@ -238,6 +241,14 @@ class Wormhole:
 
         async def go() -> str | None:
             offer, peer_transit, options = await self._file_offer(accept, transit)
+            if isinstance(offer, StreamOffer):
+                from hilltop.transfer import streaming
+                from hilltop.transfer.filesink import UNKNOWN_SIZE
+
+                trailer = await streaming.receive_stream_into(
+                    self._reactor, self, peer_transit, StreamSink(fileobj, UNKNOWN_SIZE),
+                    options, progress=progress or (lambda _n: None))
+                return trailer.sha256
             if not isinstance(offer, FileOffer):
                 self.send_message(ErrorMsg("transfer rejected").to_wire())
                 raise LocalError("the peer offered a directory, not a single stream")
@@ -247,8 +258,26 @@ class Wormhole:
 
         return _dual(go())
 
+    async def _receive_stream_file(self, offer: StreamOffer, peer_transit: TransitMsg,
+                                   options: TransitOptions, directory: str,
+                                   progress: Callable[[int], None] | None) -> str:
+        """A stream offer saved inside ``directory`` under its offered name."""
+        from hilltop.transfer import streaming, targets
+        from hilltop.transfer.filesink import UNKNOWN_SIZE, FileSink
+
+        try:
+            target = targets.target_path(offer.name, None, directory)
+        except HilltopError:
+            self.send_message(ErrorMsg("transfer rejected").to_wire())
+            raise
+        await streaming.receive_stream_into(
+            self._reactor, self, peer_transit, FileSink(target, UNKNOWN_SIZE), options,
+            progress=progress or (lambda _n: None))
+        return target
+
     async def _file_offer(self, accept: Accept, transit: TransitOptions | None
-                          ) -> tuple[FileOffer | DirectoryOffer, TransitMsg, TransitOptions]:
+                          ) -> tuple[FileOffer | DirectoryOffer | StreamOffer, TransitMsg,
+                                     TransitOptions]:
         """(offer, the peer's transit message, our options) once an offer was accepted."""
         from hilltop.transfer import story
         from hilltop.transfer.offers import TextOffer

@@ -178,3 +178,29 @@ def test_interrupted_is_status_130_with_an_error_event(peers: Peers, fresh_code:
     assert proc.returncode == 130, err
     events = validated(out.decode())
     assert (events[-1]["code"], events[-1]["exit_status"]) == ("interrupted", 130)
+
+
+def test_a_stream_from_stdin_reports_events_without_a_total(peers: Peers, tmp_path: Path,
+                                                            fresh_code: str) -> None:
+    data = bytes(range(256)) * 2000
+    sender = peers.hilltop("--json", "send", "--code", fresh_code, "-", stdin=data)
+    receiver = peers.hilltop("--json", "receive", "--accept-file", "-o", "piped.bin",
+                             fresh_code)
+    (received, r_events), (sent, s_events) = finished(receiver), finished(sender)
+    assert received.returncode == 0 and sent.returncode == 0, received.describe()
+    for events in (s_events, r_events):
+        offer = next(e for e in events if e["event"] == "offer")
+        assert (offer["kind"], offer["name"]) == ("stream", "stdin") and "size" not in offer
+        assert events[-1]["event"] == "done" and events[-1]["kind"] == "stream"
+        assert events[-1]["bytes"] == len(data)
+        assert all(e["total"] is None for e in events if e["event"] == "progress")
+    assert Path(r_events[-1]["path"]).read_bytes() == data
+
+
+def test_json_and_data_on_stdout_exclude_each_other(peers: Peers) -> None:
+    result = peers.hilltop("--json", "receive", "-o", "-", "7-guitarist-revenge",
+                           relay_url="ws://127.0.0.1:9/v1", transit_helper="tcp:127.0.0.1:9"
+                           ).finish()
+    assert result.returncode == 2, result.describe()
+    [event] = validated(result.stdout)
+    assert event["code"] == "usage" and "-o -" in event["message"]

@@ -43,6 +43,15 @@ secretbox was the largest cost left per side. Only advertised where libsodium re
 hardware support, so a peer without it never agrees to it.
 """
 
+STREAM = "stream-v1"
+"""Feature: "I send and receive streams of unknown length" (``wormhole send -`` from a pipe).
+
+A ``hilltop-stream`` offer, then data records, an empty end-marker record and a trailer with
+the length and SHA-256 (:mod:`hilltop.transfer.streamcodec`; docs/protocol-extensions.md).
+Official and wormhole-william receivers need the size in the offer, so toward them a stream
+is refused with a message saying why, before any byte is read.
+"""
+
 
 def _aes256gcm_available() -> bool:
     try:
@@ -53,7 +62,7 @@ def _aes256gcm_available() -> bool:
     return bool(lib.crypto_aead_aes256gcm_is_available())
 
 
-FEATURES: tuple[str, ...] = (BIG_RECORDS, UNHASHED_ACK) + (
+FEATURES: tuple[str, ...] = (BIG_RECORDS, UNHASHED_ACK, STREAM) + (
     (AES_RECORDS,) if _aes256gcm_available() else ())
 """Features this build advertises by default."""
 

@@ -19,7 +19,7 @@ import gc
 import hashlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from twisted.internet import defer
 
@@ -36,6 +36,12 @@ if TYPE_CHECKING:
 
 Progress = Callable[[int], None]
 """Called with the number of bytes just moved."""
+
+
+class Readable(Protocol):
+    """What the sending paths read: a :class:`Source`, or a stream of unknown length."""
+
+    def readinto(self, buffer: memoryview | bytearray) -> int: ...
 
 
 class DataPath(NamedTuple):
@@ -89,6 +95,14 @@ async def send(reactor: Any, conn: TransitConnection, source: Source, progress: 
         # Nothing to send, and a receiver expecting nothing acks and hangs up at once, maybe
         # before we would have started: streaming "nothing" then failed on the hang-up.
         return hashlib.sha256().hexdigest() if hashed else None
+    return await send_until_end(reactor, conn, source, progress, record_size, hashed)
+
+
+async def send_until_end(reactor: Any, conn: TransitConnection, source: Readable,
+                         progress: Progress, record_size: int, hashed: bool = True) -> str | None:
+    """Stream whatever ``source`` yields until its ``readinto`` returns 0, whatever its
+    ``size`` says: a stream of unknown length (:mod:`hilltop.transfer.streaming`) goes
+    this way, and may end at once."""
     with calm_gc():
         sock = await conn.borrow_socket_for_sending()
         if sock is not None:
@@ -104,8 +118,9 @@ async def send(reactor: Any, conn: TransitConnection, source: Source, progress: 
             await producer.stop()
 
 
-async def _pump_out(reactor: Any, conn: TransitConnection, sock: socket.socket, source: Source,
-                    progress: Progress, record_size: int, hashed: bool) -> str | None:
+async def _pump_out(reactor: Any, conn: TransitConnection, sock: socket.socket,
+                    source: Readable, progress: Progress, record_size: int,
+                    hashed: bool) -> str | None:
     """Send on a thread of its own, straight from the file to the socket (:mod:`bulkpump`)."""
     from hilltop.transit import bulkpump
 
@@ -138,7 +153,7 @@ class _SourceProducer:
     memory stays flat whatever the file size.
     """
 
-    def __init__(self, reactor: Any, conn: TransitConnection, source: Source,
+    def __init__(self, reactor: Any, conn: TransitConnection, source: Readable,
                  progress: Progress, record_size: int, hashed: bool = True) -> None:
         from hilltop.transit.bulkpump import BatchSealer
         from hilltop.transit.pipeline import OrderedWorker

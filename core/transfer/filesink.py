@@ -54,6 +54,9 @@ Why: the fsync before the ack waits for whatever was never asked for, and the pe
 the ack; asking every 1 MiB near the end only (not all along, which would wake the thread
 eight times as often) cut an official sender's wait for our ack from 21 ms to 3.8 ms."""
 _O_DIRECT = getattr(os, "O_DIRECT", 0)
+UNKNOWN_SIZE = 1 << 62
+"""The size a sink for a stream of unknown length is opened with: no limit in practice;
+:meth:`Sink.end_at` sets the real one when the stream's trailer says it."""
 
 
 def write_all(fd: int, data: bytes | memoryview) -> None:
@@ -442,6 +445,14 @@ class Sink:
         if self._spool.received:
             raise LocalError("internal error: without_direct_io() after data arrived")
         self._spool.direct_io = False
+
+    def end_at(self, size: int) -> None:
+        """For a stream of unknown length (opened with :data:`UNKNOWN_SIZE`): the size its
+        end marker announced, which :meth:`finish` then holds the count to."""
+        if size < self._spool.received:
+            raise ProtocolError(f"the sender says its stream had {size} bytes, but "
+                                f"{self._spool.received} arrived")
+        self._spool.size = size
 
     def write(self, data: bytes | memoryview) -> None:
         """Append bytes from the peer. Raises ProtocolError past the offered size."""

@@ -162,7 +162,47 @@ class DirectoryOffer:
         return _expect(cls, data)
 
 
-Offer = TextOffer | FileOffer | DirectoryOffer
+MAX_STREAM_NAME: Final = 1024
+"""Characters a stream's name may have on the wire (the receiver's own name rules are
+stricter: :func:`hilltop.transfer.targets.safe_name`)."""
+STREAM_KIND: Final = "hilltop-stream"
+
+
+@dataclass(frozen=True)
+class StreamOffer:
+    """``{"offer": {"hilltop-stream": {"name": NAME}}}``: bytes of unknown length (a pipe).
+
+    Only between hilltop peers that both list ``stream-v1``; the transit records carry the end
+    (:mod:`hilltop.transfer.streamcodec`). ``name`` is what a receiver saving to a file calls
+    it (``stdin`` unless the sender chose one); keys we do not know are ignored, so a later
+    version may add some.
+    """
+
+    name: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or len(self.name) > MAX_STREAM_NAME:
+            raise TypeError(f"StreamOffer.name must be a str of at most {MAX_STREAM_NAME} chars")
+
+    def to_wire(self) -> bytes:
+        return _encode({"offer": {STREAM_KIND: {"name": self.name}}})
+
+    @classmethod
+    def from_wire(cls, data: bytes) -> StreamOffer:
+        return _expect(cls, data)
+
+
+def _stream_from_body(body: object) -> StreamOffer:
+    if not isinstance(body, dict):
+        raise ProtocolError("peer sent a stream offer that is not an object")
+    name = _want_str(body, "name", "stream")
+    if len(name) > MAX_STREAM_NAME:
+        raise ProtocolError(f"peer sent a stream offer whose name is over {MAX_STREAM_NAME} "
+                            "characters")
+    return StreamOffer(name)
+
+
+Offer = TextOffer | FileOffer | DirectoryOffer | StreamOffer
 
 
 def _offer_from_body(body: object) -> Offer:
@@ -193,6 +233,8 @@ def _offer_from_body(body: object) -> Offer:
             numbytes=_want_count(folder, "numbytes", "directory"),
             numfiles=_want_count(folder, "numfiles", "directory"),
             mode=mode)
+    if STREAM_KIND in body:
+        return _stream_from_body(body[STREAM_KIND])
     kinds = ", ".join(sorted(map(str, body))) or "nothing"
     raise UnknownOfferError(f"peer offered something we do not know how to receive ({kinds})")
 
@@ -255,8 +297,8 @@ class UnknownMessage:
     keys: tuple[str, ...] = field(default=())
 
 
-AppMessage = (TransitMsg | TextOffer | FileOffer | DirectoryOffer | Answer | ErrorMsg
-              | UnknownMessage)
+AppMessage = (TransitMsg | TextOffer | FileOffer | DirectoryOffer | StreamOffer | Answer
+              | ErrorMsg | UnknownMessage)
 
 
 def parse_app_message(data: bytes) -> AppMessage:

@@ -211,6 +211,9 @@ class BatchSealer:
         self._frames = memoryview(bytearray(per_batch * (records.OVERHEAD + record_size)))
         self._hasher = hasher
         self._ended = False
+        self._more_ready = getattr(source, "more_ready", None)
+        """A stream's "would a read return at once?": without it a slow pipe's bytes waited
+        for a whole batch to fill."""
 
     def next_batch(self) -> tuple[memoryview, int]:
         """The next sealed records, as a view of the reused buffer (valid until the next
@@ -218,6 +221,8 @@ class BatchSealer:
         used = plain = 0
         frames, buffer = self._frames, self._plain
         while not self._ended and len(frames) - used >= records.OVERHEAD + self._record_size:
+            if used and self._more_ready is not None and not self._more_ready():
+                break  # a pipe with nothing more for now: send what we have (tail -f | send -)
             n = self._source.readinto(buffer)
             if not n:
                 self._ended = True
