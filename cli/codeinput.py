@@ -15,7 +15,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.threads import blockingCallFromThread
 
 from hilltop.api import Wormhole
-from hilltop.cli import output
+from hilltop.cli import events
 from hilltop.errors import LocalError
 from hilltop.rendezvous import codes
 
@@ -107,7 +107,7 @@ async def allocate_code(w: Wormhole, length: int) -> str:
     the sender then runs ``send --code``, which hilltop and wormhole-william both have.
     """
     code = await w.allocate_code(length)
-    output.status(f"Allocated code: {code}")
-    output.status("On the other computer, please run:")
-    output.status(f"   wormhole send --code {code} <filename>")
+    events.emit("code", f"Allocated code: {code}", code=code)
+    events.human("On the other computer, please run:")
+    events.human(f"   wormhole send --code {code} <filename>")
     return code

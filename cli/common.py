@@ -11,9 +11,9 @@ import signal
 import sys
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
-from hilltop.cli import output
+from hilltop.cli import events, exitcodes, output
 from hilltop.errors import HilltopError
 
 
@@ -39,6 +39,14 @@ class GlobalOptions:
 
 _CLEANUP_SECONDS = 5.0
 """How long an interrupted transfer may take to clean up before the process exits anyway."""
+
+
+def exit_with(error: HilltopError) -> NoReturn:
+    """End the command for ``error`` found before :func:`run` started (an argument that turned
+    out unusable): the same ``ERROR:`` line, exit status and ``--json`` event as in :func:`run`."""
+    outcome = exitcodes.outcome_of(error)
+    events.error(outcome.code, outcome.status, str(error))
+    sys.exit(outcome.status)
 
 
 def report_unexpected(error: BaseException, traceback: str, *, fatal: bool = True) -> None:
@@ -102,7 +110,8 @@ def _route_twisted_log() -> None:
 def run(main: Callable[[Any], Coroutine[Any, Any, int | None]]) -> None:
     """Run ``main(reactor)`` on the asyncio reactor and exit with its status.
 
-    This is the single place where errors turn into one line and an exit code.
+    This is the single place where errors turn into one line and an exit code
+    (:mod:`hilltop.cli.exitcodes`), and with ``--json`` into the ``error`` event.
     """
     from hilltop._runtime.reactor import install_asyncio_reactor
 
@@ -121,11 +130,16 @@ def run(main: Callable[[Any], Coroutine[Any, Any, int | None]]) -> None:
     def failed(failure: Any) -> None:
         if interrupted:  # cancelled by Ctrl-C or SIGTERM: reported below, exit 130
             return
-        result["status"] = 1
+        outcome = exitcodes.outcome_of(failure.value)
+        result["status"] = int(outcome.status)
         if failure.check(HilltopError):
-            output.error(str(failure.value))
+            events.error(outcome.code, outcome.status, str(failure.value))
         else:
             report_unexpected(failure.value, failure.getTraceback())
+            if events.json_mode():
+                events.emit("error", code=outcome.code, exit_status=int(outcome.status),
+                            message=f"unexpected {type(failure.value).__name__} "
+                                    "(a bug in hilltop)")
 
     def stop(_: Any) -> None:
         with contextlib.suppress(ReactorNotRunning):  # already stopping (interrupted)
@@ -166,9 +180,10 @@ def run(main: Callable[[Any], Coroutine[Any, Any, int | None]]) -> None:
 
     status = result["status"]
     if status is None:
-        output.error("interrupted before the transfer finished")
-        timing.finish(130)
-        _exit_at_once(130)
+        gone = exitcodes.INTERRUPTED
+        events.error(gone.code, gone.status, "interrupted before the transfer finished")
+        timing.finish(gone.status)
+        _exit_at_once(gone.status)
         return
     timing.finish(status)
     sys.exit(status)

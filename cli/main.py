@@ -2,8 +2,8 @@
 
 Flag names and environment variables match the official CLI so ours is a drop-in
 replacement. Every :class:`~hilltop.errors.HilltopError` becomes one ``ERROR:`` line and
-exit status 1; so does a bug, whose traceback goes to a file the line names
-(``hilltop.cli.common.report_unexpected``).
+the exit status :mod:`hilltop.cli.exitcodes` gives its class; a bug gets status 1 and its
+traceback goes to a file the line names (``hilltop.cli.common.report_unexpected``).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from hilltop._runtime.lazytls import defer_openssl, openssl_deferred
 defer_openssl()  # the CLI opens TLS connections only for a wss:// mailbox
 with openssl_deferred():
     from hilltop import __version__, api  # Twisted's endpoints, without TLS
-from hilltop.cli import timing  # noqa: E402
-from hilltop.cli.common import GlobalOptions  # noqa: E402
+from hilltop.cli import events, exitcodes, timing  # noqa: E402
+from hilltop.cli.common import GlobalOptions, exit_with  # noqa: E402
 
 ALIASES = {"tx": "send", "rx": "receive", "recv": "receive", "recieve": "receive"}
 """Other names official 0.24 accepts for its commands (``recieve`` is its deliberate
@@ -48,6 +48,7 @@ class AliasedGroup(click.Group):
 @click.option("--dump-timing", metavar="FILE.json", type=click.Path(dir_okay=False),
               help="(debug) write when each step happened to this JSON file")
 @click.version_option(__version__, prog_name="hilltop")
+@events.json_flag
 @click.pass_context
 def cli(ctx: click.Context, appid: str, relay_url: str, transit_helper: str,
         dump_timing: str | None) -> None:
@@ -71,18 +72,44 @@ def help_command(ctx: click.Context) -> None:
 
 
 def _register() -> None:
-    from hilltop.cli import receive, send, transports
+    from hilltop.cli import completion, receive, send, ssh, transports
 
     cli.add_command(send.send)
     cli.add_command(receive.receive)
+    cli.add_command(ssh.ssh)
     cli.add_command(transports.transports)
+    cli.add_command(completion.completion)
 
 
 _register()
 
 
 def main() -> None:
-    cli(prog_name="wormhole")
+    """Run the command; a usage error gets click's message, exit status 2 and, with
+    ``--json``, the ``error`` event (click would exit before any command could send it)."""
+    import sys
+
+    from hilltop.errors import HilltopError
+
+    try:
+        status = cli.main(prog_name="wormhole", standalone_mode=False)
+    except click.UsageError as err:
+        err.show()
+        if events.json_mode() or "--json" in sys.argv[1:]:  # refused before --json was read
+            events.enable_json()
+            events.emit("error", code=exitcodes.USAGE.code,
+                        exit_status=int(exitcodes.USAGE.status), message=err.format_message())
+        sys.exit(exitcodes.ExitStatus.USAGE)
+    except HilltopError as err:  # refused before the reactor started (ssh's key checks)
+        exit_with(err)
+    except click.ClickException as err:
+        err.show()
+        sys.exit(err.exit_code)
+    except click.Abort as err:  # a question before the reactor runs (ssh accept's key list)
+        click.echo("Aborted!", err=True)
+        interrupted = isinstance(err.__cause__, KeyboardInterrupt)
+        sys.exit(exitcodes.ExitStatus.INTERRUPTED if interrupted else exitcodes.ExitStatus.FAILED)
+    sys.exit(status if isinstance(status, int) else 0)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from hilltop import api
-from hilltop.cli import output
+from hilltop.cli import events, output
 from hilltop.errors import LocalError
 from hilltop.transfer import offers
 from hilltop.units import readable_size
@@ -148,7 +148,7 @@ async def send_stream(reactor: Any, w: api.Wormhole, source: StreamSource,
     from hilltop.cli.send import announce_code, confirm_key
     from hilltop.transfer import streaming
 
-    output.status(f"Sending {describe_stream(source.offer)}")
+    events.offer("send", source.offer, f"Sending {describe_stream(source.offer)}")
     if source.path == "-" and os.isatty(0):
         output.status("(reading it from the terminal: end it with Ctrl-D)")
     await announce_code(w, how)
@@ -158,7 +158,7 @@ async def send_stream(reactor: Any, w: api.Wormhole, source: StreamSource,
             reactor, w, source, options,
             on_connected=lambda desc: shown.connected(f"Sending ({desc})...", desc),
             progress=shown.update)
-        output.status(shown.summary("Sent"))
-    output.status(f"Stream of {trailer.length} bytes sent and confirmed by the receiver. "
-                  "Transfer complete.")
+        shown.done("Sent", kind="stream")
+    events.human(f"Stream of {trailer.length} bytes sent and confirmed by the receiver. "
+                 "Transfer complete.")
     return 0

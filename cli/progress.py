@@ -12,9 +12,9 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from typing import TextIO
+from typing import Any, TextIO
 
-from hilltop.cli import output
+from hilltop.cli import events, output
 from hilltop.units import readable_duration, readable_rate, readable_size
 
 
@@ -30,7 +30,8 @@ class TransferProgress:
         self.total = total  # None: a stream of unknown length (the bar counts, the summary too)
         self.moved = 0
         self._stream = stream or sys.stderr
-        self._show_bar = not hide and self._stream.isatty()
+        self._show_bar = not hide and self._stream.isatty() and not events.json_mode()
+        self._events = events.ProgressEvents(total)
         self._bars = ExitStack()
         self._advance = _ignore
         self._started: float | None = None
@@ -41,7 +42,10 @@ class TransferProgress:
         """The transport won: say so on its own line, then start the bar and the clock."""
         if self._started is not None:
             return  # one bar per transfer
-        output.status(line, self._stream)
+        if events.json_mode():
+            events.emit("transit_connected", via=via)
+        else:
+            output.status(line, self._stream)
         self._via = via
         self._started = time.monotonic()
         if self._show_bar:
@@ -57,10 +61,12 @@ class TransferProgress:
         """The first ``nbytes`` were kept from an interrupted transfer (resume): the bar
         starts there, and the summary counts only what moves now. Before :meth:`connected`."""
         self._skipped = nbytes
+        self._events.done = nbytes  # --json progress counts from there too, up to 100 %
 
     def update(self, nbytes: int) -> None:
         self.moved += nbytes
         self._advance(nbytes)
+        self._events.update(nbytes)
 
     def close(self) -> None:
         """Take the bar off the screen (leave=False erases it) before anything else is said."""
@@ -76,6 +82,14 @@ class TransferProgress:
         line = (f"{verb} {readable_size(total)} in {readable_duration(elapsed)} "
                 f"({readable_rate(total, elapsed)})")
         return f"{line} via {self._via}" if self._via else line
+
+    def done(self, verb: str, **fields: Any) -> None:
+        """The ``done`` event: the summary line for a person, the figures for a script."""
+        line = self.summary(verb)
+        elapsed = 0.0 if self._started is None else time.monotonic() - self._started
+        moved = self.moved if self.total is None else self.total
+        events.emit("done", line, bytes=moved, seconds=round(elapsed, 3),
+                    via=self._via, **fields)
 
 
 def _ignore(_nbytes: int) -> None:

@@ -49,6 +49,9 @@ def read_line(reactor: Any, fd: int = STDIN) -> Deferred[str]:
 async def ask_yes_no(reactor: Any, question: str, fd: int = STDIN) -> bool:
     """Ask on stderr (stdout carries received data) and wait for yes or no without blocking.
     The question may hold what a peer chose (an offered name): it is shown escaped."""
+    from hilltop.cli import events
+
+    events.emit("question", question=question.strip())  # a script answers on stdin
     sys.stderr.write(output.terminal_safe(question))
     sys.stderr.flush()
     answer = await read_line(reactor, fd)

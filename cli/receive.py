@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from hilltop import api
-from hilltop.cli import codeinput, output, pipes, prompts, timing
+from hilltop.cli import codeinput, events, output, pipes, prompts, timing
 from hilltop.cli import lan as cli_lan
 from hilltop.cli.common import GlobalOptions, run, zero_mode_code
+from hilltop.cli.completion import complete_code
 from hilltop.cli.progress import TransferProgress, transfer_progress
-from hilltop.cli.send import close_quietly, describe_offer, show_resume
+from hilltop.cli.send import close_quietly, describe_offer, offer_kind, show_resume
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
 from hilltop.cli.transitopts import (
     app_versions,
@@ -33,7 +34,7 @@ REJECTED = "transfer rejected"
 
 
 @click.command()
-@click.argument("code", nargs=-1, metavar="[CODE]...")
+@click.argument("code", nargs=-1, metavar="[CODE]...", shell_complete=complete_code)
 @click.option("-c", "--code-length", default=2, show_default=True, metavar="NUMWORDS",
               type=click.IntRange(1, 32),
               help="number of words expected in the code, or allocated with --allocate")
@@ -56,6 +57,7 @@ REJECTED = "transfer rejected"
 @transit_flags
 @tor_flags
 @lan_flags
+@events.json_flag
 @click.pass_obj
 def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, allocate: bool,
             zero_mode: bool, verify: bool, hide_progress: bool, only_text: bool, accept_file: bool,
@@ -68,6 +70,9 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, alloca
     if zero_mode:
         typed = zero_mode_code(typed, bool(lan or interface), "a code")
     if output_file == pipes.TO_STDOUT:
+        if events.json_mode():
+            raise click.UsageError("--json writes its events to stdout: -o - cannot write the "
+                                   "data there too (give a file name)")
         pipes.refuse_terminal_stdout()
     options = transit_options(opts.transit_helper, listen, transports)
     choices = _Choices(only_text, accept_file, output_file, hide_progress, options)
@@ -108,16 +113,18 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, alloca
         timing.watch(w)
         if typed is not None:
             w.set_code(typed)
+            events.emit("code", code=typed)
             if found is not None:
                 await cli_lan.announce_connected(reactor, w, found)
         elif allocate:
-            await codeinput.allocate_code(w, code_length)
+            await codeinput.allocate_code(w, code_length)  # emits the code event
         else:
-            await codeinput.read_code(reactor, w, code_length)
+            events.emit("code", code=await codeinput.read_code(reactor, w, code_length))
         verifier = await w.get_verifier()
-        if verify:
-            output.status(f"Verifier {verifier.hex()}.")
+        events.emit("verifier", f"Verifier {verifier.hex()}." if verify else None,
+                    verifier=verifier.hex())
         await w.get_peer_versions()
+        events.emit("peer_connected")
         return await _receive(reactor, w, choices)
 
     run(main)
@@ -141,8 +148,10 @@ class _Choices:
 async def _receive(reactor: Any, w: api.Wormhole, choices: _Choices) -> int:
     offer, peer_transit = await story.receive_offer(w)
     if isinstance(offer, offers.TextOffer):
-        output.received_text(offer.message)
+        events.offer("receive", offer, None)
+        events.received_text(offer.message)
         w.send_message(offers.Answer(offers.MESSAGE_ACK).to_wire())
+        events.emit("done", kind="text")
         return 0
     assert peer_transit is not None
     if isinstance(offer, offers.StreamOffer):
@@ -159,7 +168,7 @@ async def _prepare(reactor: Any, w: api.Wormhole,
     size = readable_size(offer.filesize if isinstance(offer, offers.FileOffer)
                          else offer.numbytes)
     if choices.to_stdout:
-        output.status(f"Receiving {describe_offer(offer)}")
+        events.offer("receive", offer, f"Receiving {describe_offer(offer)}")
         if isinstance(offer, offers.DirectoryOffer):
             output.status("The folder goes to stdout as the zip archive it travels as.")
         if not choices.accept_file and not await prompts.ask_yes_no(
@@ -167,7 +176,7 @@ async def _prepare(reactor: Any, w: api.Wormhole,
             raise RejectedError("transfer rejected")
         return pipes.stdout_sink(story.wire_size(offer))
     target = targets.plan_target(offer, choices.output_file, os.getcwd())
-    output.status(f"Receiving {describe_offer(offer)}")
+    events.offer("receive", offer, f"Receiving {describe_offer(offer)}")
     if not choices.accept_file:
         where = os.path.relpath(target)
         if not await prompts.ask_yes_no(reactor, f"ok? (y/N) [saves {size} as {where}]: "):
@@ -204,9 +213,10 @@ async def _receive_file(reactor: Any, w: api.Wormhole,
                 output.status(f"Kept {readable_size(kept)} of {readable_size(size)} (hidden); "
                               "receiving this file here again continues from there")
             raise
-        output.status(shown.summary("Received"))
-    output.status("Wrote it to stdout" if choices.to_stdout
-                  else f"Received {os.path.relpath(sink.target)}")
+        shown.done("Received", kind=offer_kind(offer),
+                   **({} if choices.to_stdout else {"path": os.path.abspath(sink.target)}))
+    events.human("Wrote it to stdout" if choices.to_stdout
+                 else f"Received {os.path.relpath(sink.target)}")
     return 0
 
 
@@ -226,7 +236,7 @@ async def _receive_stream(reactor: Any, w: api.Wormhole, offer: offers.StreamOff
         else:
             target = targets.target_path(offer.name, choices.output_file, os.getcwd())
             where = f"as {os.path.relpath(target)}"
-        output.status(f"Receiving {pipes.describe_stream(offer)}")
+        events.offer("receive", offer, f"Receiving {pipes.describe_stream(offer)}")
         if not choices.accept_file and not await prompts.ask_yes_no(
                 reactor, f"ok? (y/N) [writes it {where}]: "):
             raise RejectedError("transfer rejected")
@@ -242,10 +252,11 @@ async def _receive_stream(reactor: Any, w: api.Wormhole, offer: offers.StreamOff
             progress=shown.update,
             on_unacknowledged=lambda why: _warn_unacknowledged(shown, why),
         )
-        output.status(shown.summary("Received"))
+        shown.done("Received", kind="stream",
+                   **({} if choices.to_stdout else {"path": os.path.abspath(sink.target)}))
     what = f"stream of {trailer.length} bytes"
-    output.status(f"Wrote the {what} to stdout" if choices.to_stdout
-                  else f"Received the {what} as {os.path.relpath(sink.target)}")
+    events.human(f"Wrote the {what} to stdout" if choices.to_stdout
+                 else f"Received the {what} as {os.path.relpath(sink.target)}")
     return 0
 
 

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from hilltop import api
+from hilltop.cli import events, output, pipes, prompts, timing
 from hilltop.cli import lan as cli_lan
-from hilltop.cli import output, pipes, prompts, timing
-from hilltop.cli.common import GlobalOptions, run, zero_mode_code
+from hilltop.cli.common import GlobalOptions, exit_with, run, zero_mode_code
 from hilltop.cli.progress import TransferProgress, transfer_progress
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
 from hilltop.cli.transitopts import (
@@ -23,7 +22,7 @@ from hilltop.cli.transitopts import (
     transit_flags,
     transit_options,
 )
-from hilltop.errors import HilltopError, RejectedError, TransferError
+from hilltop.errors import HilltopError, PeerRejectedError, RejectedError, TransferError
 from hilltop.transfer import offers
 from hilltop.transit.options import TransitOptions
 from hilltop.units import readable_size
@@ -63,6 +62,7 @@ the nameplate; scripts that wait for the code to be used watch for it."""
 @transit_flags
 @tor_flags
 @lan_flags
+@events.json_flag
 @click.pass_obj
 def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | None,
          code_length: int, zero_mode: bool, verify: bool, hide_progress: bool, qr: bool,
@@ -82,8 +82,7 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
         elif text is not None:
             pipes.check_text_size(text)
     except HilltopError as err:  # before run(), which reports the others the same way
-        output.error(str(err))
-        sys.exit(1)
+        exit_with(err)
     streamed = what is not None and pipes.is_stream_path(what)
     if stream_name is not None and not streamed:
         raise click.UsageError("--name names a stream ('-' or a FIFO); a file or directory "
@@ -168,12 +167,14 @@ async def announce_code(w: api.Wormhole, how: Announcement) -> str:
         code = await w.get_code()
     else:
         code = await w.allocate_code(how.code_length)
-    w.when_code_consumed().addCallbacks(lambda _: click.echo(CODE_CONSUMED),
+    w.when_code_consumed().addCallbacks(lambda _: events.emit("code_consumed",
+                                                              stdout=CODE_CONSUMED),
                                         lambda _: None)  # closed first: nothing to say
-    if not how.zero_mode:
-        output.status(f"Wormhole code is: {code}")
-        if how.qr:
-            output.qr_code(f"wormhole-transfer:{code}")
+    events.emit("code", None if how.zero_mode else f"Wormhole code is: {code}", code=code)
+    if events.json_mode():
+        return code  # the event is the announcement; a script has no use for the QR picture
+    if how.qr and not how.zero_mode:
+        output.qr_code(f"wormhole-transfer:{code}")
     output.status("On the other computer, please run:")
     output.status()
     command = how.receive_command + (" --verify" if how.verify else "")
@@ -193,7 +194,9 @@ async def confirm_key(reactor: Any, w: api.Wormhole, verify: bool,
     the reactor thread (:func:`prompts.ask_yes_no`), so the mailbox keeps running meanwhile.
     """
     verifier = await w.get_verifier()
+    events.emit("verifier", verifier=verifier.hex())
     versions = await w.get_peer_versions()
+    events.emit("peer_connected")
     if verify and not await prompts.ask_yes_no(
             reactor, f"Verifier {verifier.hex()}. ok? (yes/no): ", answer_fd):
         w.send_message(offers.ErrorMsg(VERIFY_REJECTED).to_wire())
@@ -204,17 +207,18 @@ async def confirm_key(reactor: Any, w: api.Wormhole, verify: bool,
 
 async def _send_text(reactor: Any, w: api.Wormhole, text: str,
                      how: Announcement) -> int:
-    output.status(f"Sending text message ({readable_size(len(text.encode('utf-8')))})")
+    events.offer("send", offers.TextOffer(text),
+                 f"Sending text message ({readable_size(len(text.encode('utf-8')))})")
     await announce_code(w, how)
     await confirm_key(reactor, w, how.verify)
     w.send_message(offers.TextOffer(text).to_wire())
     reply = offers.parse_app_message(await w.get_message())
     if isinstance(reply, offers.ErrorMsg):
-        raise TransferError(f"the receiver refused: {reply.text}")
+        raise PeerRejectedError(f"the receiver refused: {reply.text}")
     if not (isinstance(reply, offers.Answer) and reply.kind == offers.MESSAGE_ACK
             and reply.ok):
         raise TransferError("the receiver did not acknowledge the message")
-    output.status("text message sent")
+    events.emit("done", "text message sent", kind="text")
     return 0
 
 
@@ -231,7 +235,7 @@ async def _send_file(reactor: Any, w: api.Wormhole, source: Source,
                      hide_progress: bool) -> int:
     for skipped in source.skipped:
         output.status(f"left out (unreadable): {skipped}")
-    output.status(f"Sending {describe_offer(source.offer)}")
+    events.offer("send", source.offer, f"Sending {describe_offer(source.offer)}")
     await announce_code(w, how)
     await confirm_key(reactor, w, how.verify)
     with transfer_progress(source.size, hide_progress) as shown:
@@ -243,8 +247,8 @@ async def _send_file(reactor: Any, w: api.Wormhole, source: Source,
             progress=shown.update,
             on_resume=lambda offset, why: show_resume(shown, offset, why),
         )
-        output.status(shown.summary("Sent"))
-    output.status("File sent and confirmed by the receiver. Transfer complete.")
+        shown.done("Sent", kind=offer_kind(source.offer))
+    events.human("File sent and confirmed by the receiver. Transfer complete.")
     return 0
 
 
@@ -255,6 +259,10 @@ def show_resume(shown: TransferProgress, offset: int, why: str) -> None:
         output.status(f"Resuming at {readable_size(offset)} of {readable_size(shown.total or 0)}")
     else:
         output.status(f"Starting from zero: {why}")
+
+
+def offer_kind(offer: offers.FileOffer | offers.DirectoryOffer) -> str:
+    return "file" if isinstance(offer, offers.FileOffer) else "directory"
 
 
 async def close_quietly(w: api.Wormhole) -> None:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from hilltop.cli import events
 from hilltop.errors import HilltopError
 from hilltop.transit.options import TransitOptions
 from hilltop.transit.settings import TransportSettings
@@ -111,7 +112,8 @@ def transit_options(transit_helper: str, listen: bool, transports: str | None) -
     return TransitOptions(transit_helpers=[transit_helper] if transit_helper else [],
                           no_listen=not listen, transports=names,
                           no_plugins=no_plugins_chosen(),
-                          settings=TransportSettings(webrtc_settings()))
+                          settings=TransportSettings(webrtc_settings()),
+                          on_attempt=events.attempt)
 
 
 def check_transport_names(options: TransitOptions) -> None:

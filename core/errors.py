@@ -53,6 +53,14 @@ class TransferError(RemoteError):
     """The peer abandoned the transfer or sent an ``error`` message."""
 
 
+class PeerRejectedError(TransferError):
+    """The peer said no: its v1 ``error`` message refused or abandoned the transfer (its user
+    declined, failed the verifier check, or its client refused what we offered).
+
+    A class of its own so scripts can tell "they said no" from "it broke" by the exit status
+    (``hilltop.cli.exitcodes``) without reading the message."""
+
+
 class TransitError(RemoteError):
     """No transit connection could be made, or the one we had failed."""
 

@@ -438,13 +438,13 @@ class Peers:
 
     def official(self, *args: str, flags: bool = True, relay_url: str | None = None,
                  transit_helper: str | None = None, stdin: bytes | str | None = None,
-                 cwd: Path | None = None) -> Peer:
+                 cwd: Path | None = None, env: dict[str, str] | None = None) -> Peer:
         """``<peers venv>/bin/wormhole --relay-url URL --transit-helper HELPER *args``."""
         relay = relay_url or self.servers.relay_url
         helper = transit_helper or self.servers.transit_helper
         head = ["--relay-url", relay, "--transit-helper", helper] if flags else []
         return self.run("official", [str(self.servers.official_bin), *head, *args],
-                        relay_url=relay, transit_helper=helper, stdin=stdin, cwd=cwd)
+                        relay_url=relay, transit_helper=helper, stdin=stdin, cwd=cwd, env=env)
 
     def william(self, *args: str, flags: bool = True, relay_url: str | None = None,
                 stdin: bytes | str | None = None, cwd: Path | None = None) -> Peer:

@@ -55,7 +55,7 @@ def receive_on_a_terminal(peers: Peers, code: str) -> tuple[int, str, str]:
 
 
 def one_line_shown_safely(result: Result, prefix: str) -> None:
-    assert result.returncode == 1, result.describe()
+    assert result.returncode == 4, result.describe()  # the peer rejected (cli/exitcodes.py)
     assert "Traceback" not in result.stderr and "bug" not in result.stderr, result.describe()
     [line] = [ln for ln in result.stderr.splitlines() if ln.startswith("ERROR:")]
     assert line.startswith(f"ERROR: {prefix}hello\\x1b[2J"), result.describe()

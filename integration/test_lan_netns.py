@@ -190,7 +190,7 @@ def test_wrong_code_ends_the_session_and_sends_nothing(lab: LanLab, tmp_path: Pa
     stranger = receive(lab, wrong, stranger_dir, host="c", name="stranger")
     assert stranger.finish(30) != 0
     assert "wrong code" in stranger.stderr and "Traceback" not in stranger.stderr
-    assert sender.finish(30) == 1, sender.describe()
+    assert sender.finish(30) == 3, sender.describe()  # wrong code (cli/exitcodes.py)
     assert f"someone tried nameplate {nameplate} with a wrong code" in sender.stderr
     assert "Traceback" not in sender.stderr
     sent = lab.tx_bytes("a") - before

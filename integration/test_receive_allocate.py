@@ -23,7 +23,7 @@ def test_receive_allocate_with_official_sender(peers: Peers, tmp_path: Path) -> 
     source.write_bytes(b"the receiver went first\n" * 100)
     receiver = peers.hilltop("receive", "--allocate", "--accept-file", "--hide-progress")
     code = receiver.wait_for_line(ALLOCATED).group(1)
-    assert f"wormhole send --code {code} <filename>" in receiver.output("stderr")
+    receiver.wait_for_line(re.escape(f"wormhole send --code {code} <filename>"))
     sender = peers.official("send", "--code", code, "--hide-progress", str(source))
     sent, received = sender.finish(), receiver.finish()
     assert sent.returncode == 0, sent.describe()
@@ -41,3 +41,18 @@ def test_receive_allocate_text_from_official_sender(peers: Peers) -> None:
     assert sent.returncode == 0, sent.describe()
     assert received.returncode == 0, received.describe()
     assert received.stdout.strip() == "receiver first"
+
+
+@interop
+def test_receive_allocate_json_reports_the_code(peers: Peers) -> None:
+    from test_json_events import validated
+
+    receiver = peers.hilltop("--json", "receive", "--allocate")
+    code = receiver.wait_for_line(r'"event": "code", "time": [\d.]+, "code": "([^"]+)"').group(1)
+    sender = peers.official("send", "--code", code, "--text", "json first")
+    sent, received = sender.finish(), receiver.finish()
+    assert sent.returncode == 0 and received.returncode == 0, received.describe()
+    events = validated(received.stdout)
+    assert events[0] == {**events[0], "event": "code", "code": code}
+    assert "Allocated code" not in received.stderr  # the event replaces the human lines
+    assert [e["message"] for e in events if e["event"] == "text"] == ["json first"]

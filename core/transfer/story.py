@@ -18,7 +18,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from hilltop.errors import ProtocolError, TransferError, TransitError
+from hilltop.errors import PeerRejectedError, ProtocolError, TransferError, TransitError
 from hilltop.rendezvous import capabilities
 from hilltop.transfer import datapath, offers, resume
 from hilltop.transfer.datapath import DataPath, Progress
@@ -63,6 +63,7 @@ def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions) -
         local_addresses=options.local_addresses,
         settings=settings,
         options=dict(options.plugin_options),
+        on_attempt=options.on_attempt,
     )
 
 
@@ -211,12 +212,12 @@ async def _await_accepting_answer(w: Wormhole) -> tuple[offers.TransitMsg, offer
     while True:
         msg = offers.parse_app_message(await w.get_message())
         if isinstance(msg, offers.ErrorMsg):
-            raise TransferError(f"the receiver refused the transfer: {msg.text}")
+            raise PeerRejectedError(f"the receiver refused the transfer: {msg.text}")
         if isinstance(msg, offers.TransitMsg):
             peer_transit = msg
         elif isinstance(msg, offers.Answer):
             if msg.kind != offers.FILE_ACK or not msg.ok:
-                raise TransferError("the receiver did not accept the file")
+                raise PeerRejectedError("the receiver did not accept the file")
             if peer_transit is None:
                 raise ProtocolError("the receiver accepted without sending its transit hints")
             return peer_transit, msg
@@ -258,7 +259,7 @@ async def receive_offer(w: Wormhole) -> tuple[offers.Offer, offers.TransitMsg | 
             w.send_message(offers.ErrorMsg(getattr(err, "reply", str(err))).to_wire())
             raise
         if isinstance(msg, offers.ErrorMsg):
-            raise TransferError(f"the sender abandoned the transfer: {msg.text}")
+            raise PeerRejectedError(f"the sender abandoned the transfer: {msg.text}")
         if isinstance(msg, offers.TransitMsg):
             peer_transit = msg
         elif isinstance(msg, offers.TextOffer):

@@ -7,11 +7,25 @@ the transit machinery; keeping the dataclass here means that path never imports 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from hilltop.transit.settings import TransportSettings
+
+
+@dataclass(frozen=True)
+class AttemptNote:
+    """One step of one connection attempt in the race, for whoever watches (``--json``).
+
+    ``state`` is ``dialling`` (we started it), ``inbound`` (the peer dialled us), ``failed``
+    (``reason`` says why), ``cancelled`` (another won or the race ended) or ``won``.
+    """
+
+    transport: str  # the transport's name; "inbound" for a connection the peer made
+    target: str  # the hint dialled, or the inbound stream's description
+    state: str
+    reason: str = ""
 
 
 @dataclass
@@ -33,3 +47,5 @@ class TransitOptions:
     local_addresses: Sequence[str] | None = None
     settings: TransportSettings = field(default_factory=TransportSettings)
     plugin_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # told about each attempt as the race goes (the CLI's --json events); never changes it
+    on_attempt: Callable[[AttemptNote], None] | None = None

@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,7 @@ from hilltop.hookspecs import Role, TransitSession
 from hilltop.streams import ByteStream, OnData, OnLost
 from hilltop.transit import handshake as hs
 from hilltop.transit import race as rc
+from hilltop.transit.options import AttemptNote
 from hilltop.transit.plugins import HookTimeouts, LoadedTransport, Transports, load_transports
 from hilltop.transit.settings import TransportSettings
 
@@ -112,8 +113,10 @@ class TransitRunner:
         options: dict[str, Any] | None = None,
         settings: TransportSettings | None = None,
         hook_timeouts: HookTimeouts | None = None,
+        on_attempt: Callable[[AttemptNote], None] | None = None,
     ) -> None:
         self.reactor = reactor
+        self._on_attempt = on_attempt
         self.role: Role = role
         self._tk = transit_key
         self.transports = transports if transports is not None else load_transports()
@@ -222,6 +225,7 @@ class TransitRunner:
         attempt = _Attempt(key, stream.description, None, stream=stream)
         self._attempts[key] = attempt
         assert self._race is not None
+        self._note(attempt, "inbound")
         self._race.inbound(key, self._now(), stream.description)
         if not self._race.finished:
             self._begin_handshake(attempt, via_relay=False)
@@ -308,8 +312,23 @@ class TransitRunner:
         elif isinstance(action, rc.RaceFailed):
             self._fail_result(TransitError(action.reason))
 
+    def _note(self, a: _Attempt, state: str, reason: str = "") -> None:
+        """Tell the watcher (if any) about ``a``; a watcher that raises never breaks the race."""
+        if self._on_attempt is None:
+            return
+        if a.hint is None:
+            note = AttemptNote("inbound", a.label, state, reason)
+        else:
+            name = a.transport.name if a.transport is not None else a.label.split(" ", 1)[0]
+            note = AttemptNote(name, str(a.hint), state, reason)
+        try:
+            self._on_attempt(note)
+        except Exception:  # noqa: BLE001 - watching must not change the outcome
+            log.exception("the transit attempt watcher failed")
+
     def _start_attempt(self, a: _Attempt) -> None:
         assert self._race is not None
+        self._note(a, "dialling")
         dial = defer.ensureDeferred(self.transports.dial(
             a.hint, self.session, self.reactor, self.hook_timeouts.connect))
         a.dial = dial
@@ -333,6 +352,7 @@ class TransitRunner:
             return  # we cancelled it
         reason = failure.getErrorMessage() or type(failure.value).__name__
         log.debug("transit attempt %s failed: %s", a.label, reason)
+        self._note(a, "failed", reason)
         a.done = True
         self._race.attempt_failed(a.key, reason, self._now())
         self._pump()
@@ -364,15 +384,19 @@ class TransitRunner:
             if isinstance(ev, hs.Ready | hs.Go):
                 self._race.attempt_ready(a.key, now)
             elif isinstance(ev, hs.Nevermind):
+                self._note(a, "failed", "peer chose another connection")
                 self._race.attempt_failed(a.key, "peer chose another connection", now)
                 self._close_attempt(a)
             elif isinstance(ev, hs.Failed):
+                self._note(a, "failed", ev.reason)
                 self._race.attempt_failed(a.key, ev.reason, now)
                 self._close_attempt(a)
         self._pump()
 
     def _cancel_attempt(self, a: _Attempt, reason: str) -> None:
         log.debug("cancelling transit attempt %s: %s", a.label, reason)
+        if not a.done:
+            self._note(a, "cancelled", reason)
         if a.dial is not None:
             a.done = True
             dial, a.dial = a.dial, None
@@ -392,6 +416,7 @@ class TransitRunner:
     def _win(self, a: _Attempt) -> None:
         assert a.stream is not None and a.shake is not None
         a.done = True
+        self._note(a, "won")
         self._cancel_timer()
         won = WinningStream(a.stream, a.shake.leftover)
         log.info("transit connected: %s", won.description)

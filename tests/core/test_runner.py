@@ -337,3 +337,47 @@ async def test_a_hint_with_a_listener_keeps_the_race_open_for_the_peer() -> None
 
     took, why = await race_alone(reactor, inbound=True)
     assert took >= 2.9 and "within 3 s" in why
+
+
+@pytest_twisted.ensureDeferred
+async def test_each_attempt_is_reported_to_the_watcher() -> None:
+    """``on_attempt`` (the CLI's --json events) hears the dial, the inbound side and the
+    winner, and a failing dial with its reason; a watcher that raises changes nothing."""
+    from twisted.internet import reactor
+
+    from hilltop.transit.options import AttemptNote
+
+    leaks = Leaks(reactor)
+    heard: dict[str, list[AttemptNote]] = {"sender": [], "receiver": []}
+
+    def broken(_note: AttemptNote) -> None:
+        raise RuntimeError("a watcher bug")
+
+    s = runner(reactor, "sender", on_attempt=heard["sender"].append)
+    r = runner(reactor, "receiver", no_listen=True, on_attempt=heard["receiver"].append)
+    cs, cr = await pair(s, r)
+    assert [(n.transport, n.state) for n in heard["receiver"]] == [
+        ("direct-tcp", "dialling"), ("direct-tcp", "won")]
+    assert heard["receiver"][-1].target == str(cr.description).split(" ", 1)[1]
+    assert [(n.transport, n.state) for n in heard["sender"]] == [
+        ("inbound", "inbound"), ("inbound", "won")]
+    await exchange(cs, cr)
+    await finish(reactor, leaks, s, r, cs, cr)
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = sock.getsockname()[1]
+    failing: list[AttemptNote] = []
+    lonely = runner(reactor, "receiver", no_listen=True, on_attempt=failing.append)
+    await lonely.our_hints()
+    with pytest.raises(TransitError):
+        await lonely.connect([direct_tcp_v1.Hint("127.0.0.1", dead)])
+    await lonely.stop()
+    assert [n.state for n in failing] == ["dialling", "failed"]
+    assert "refused" in failing[-1].reason
+    quiet = runner(reactor, "receiver", no_listen=True, on_attempt=broken)
+    await quiet.our_hints()
+    with pytest.raises(TransitError, match="refused"):  # the race's own outcome, not the bug
+        await quiet.connect([direct_tcp_v1.Hint("127.0.0.1", dead)])
+    await quiet.stop()
+    await leaks.check()
