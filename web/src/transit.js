@@ -142,6 +142,7 @@ export class ChannelStream {
     this.taken = 0;
     this.reported = 0;
     this.onData = null;
+    this.paused = false;
     this.held = [];
     this.closedReason = null;
     this.wakers = [];
@@ -164,8 +165,16 @@ export class ChannelStream {
       return;
     }
     const bytes = new Uint8Array(data);
-    if (!this.onData) { this.held.push(bytes); return; }
+    if (!this.onData || this.paused || this.held.length) { this.held.push(bytes); return; }
     this.deliver(bytes);
+  }
+
+  /** Hold received bytes back (and so the peer's credits: it stops after WINDOW bytes). */
+  pause() { this.paused = true; }
+
+  resume() {
+    this.paused = false;
+    while (this.held.length && !this.paused && this.onData) this.deliver(this.held.shift());
   }
 
   deliver(bytes) {
@@ -180,7 +189,7 @@ export class ChannelStream {
   /** Start handing received bytes to ``onData`` (those that arrived before, first). */
   read(onData) {
     this.onData = onData;
-    for (const b of this.held.splice(0)) this.deliver(b);
+    this.resume();
   }
 
   lost(why) {

@@ -5,6 +5,7 @@ import {
   APPID, Spake2, fromHex, fromUtf8, openSealed, phaseKey, randomBytes, seal, toHex,
   transitKey, utf8, verifier,
 } from "./crypto.js";
+import { SIGNAL_KEY, isSignal } from "./transit.js";
 
 /** The code was wrong (or someone else joined): the first peer message did not open. */
 export class WrongCodeError extends Error {
@@ -81,6 +82,7 @@ export class Wormhole {
     this.outbox = [];  // numbered phases waiting for key confirmation
     this.confirmed = false;
     this.inbox = new Inbox();
+    this.signals = new Inbox();  // hilltop-webrtc side-channel messages, apart from the app's
     this.peerVersions = deferred();
     this.codeReady = deferred();
     this.mailboxOpen = deferred();
@@ -132,6 +134,7 @@ export class Wormhole {
     if (this.failed) return;
     this.failed = error;
     this.inbox.fail(error);
+    this.signals.fail(error);
     this.peerVersions.reject(error);
     this.codeReady.reject(error);
     this.mailboxOpen.reject(error);
@@ -243,7 +246,8 @@ export class Wormhole {
       const data = this.pending.get(this.nextPeerPhase);
       this.pending.delete(this.nextPeerPhase);
       this.nextPeerPhase += 1;
-      this.inbox.put(JSON.parse(fromUtf8(data)));
+      const obj = JSON.parse(fromUtf8(data));
+      if (isSignal(obj)) this.signals.put(obj[SIGNAL_KEY]); else this.inbox.put(obj);
     }
   }
 
@@ -287,6 +291,15 @@ export class Wormhole {
   /** The next app message from the peer, in phase order. */
   next() {
     return this.inbox.get();
+  }
+
+  /** The peer's next WebRTC signal ({kind, sdp}). */
+  nextSignal() {
+    return this.signals.get();
+  }
+
+  sendSignal(body) {
+    this.send({ [SIGNAL_KEY]: body });
   }
 
   versions() {
