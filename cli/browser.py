@@ -39,11 +39,15 @@ class BrowserAddress:
     host: str
     port: int = 0
 
+    def or_host(self, default_host: Callable[[], str]) -> BrowserAddress:
+        return self if self.host else BrowserAddress(default_host(), self.port)
 
-def parse_address(text: str | None, default_host: Callable[[], str]) -> BrowserAddress:
-    """``HOST``, ``HOST:PORT``, ``[V6]:PORT`` or ``:PORT``; a bad one is a usage error."""
+
+def parse_address(text: str | None) -> BrowserAddress:
+    """``HOST``, ``HOST:PORT``, ``[V6]:PORT`` or ``:PORT``; a bad one is a usage error.
+    An empty host means "choose one" (:meth:`BrowserAddress.or_host`)."""
     if not text:
-        return BrowserAddress(default_host())
+        return BrowserAddress("")
     host, port = text, "0"
     if text.startswith("["):
         host, _, rest = text[1:].partition("]")
@@ -55,7 +59,7 @@ def parse_address(text: str | None, default_host: Callable[[], str]) -> BrowserA
         host, port = text.split(":")
     if not port.isdigit() or not 0 <= int(port) <= 65535:
         raise click.UsageError(f"--browser-address: bad port in {text!r}")
-    return BrowserAddress(host or default_host(), int(port))
+    return BrowserAddress(host, int(port))
 
 
 def default_host() -> str:

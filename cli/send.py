@@ -97,6 +97,7 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
 
     if browser_address is not None and not browser:
         raise click.UsageError("--browser-address goes with --browser")
+    where = cli_browser.parse_address(browser_address)
     if browser:
         try:
             cli_browser.refuse_unsupported(tor=tor is not None, streamed=streamed,
@@ -136,15 +137,15 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
             from hilltop.lan.service import lan_interfaces
 
             lan_hosts = tuple(lan_interfaces(interface).addresses)
-        where = cli_browser.parse_address(
-            browser_address, lambda: lan_hosts[0] if lan_hosts else cli_browser.default_host())
+        served = where.or_host(
+            lambda: lan_hosts[0] if lan_hosts else cli_browser.default_host())
         from hilltop.cli.pageserver import PageServer
         from hilltop.webrtc.settings import WebRTCSettings
 
-        server = PageServer(reactor, where.host, where.port)
+        server = PageServer(reactor, served.host, served.port)
         port = server.start()
-        cli_browser.check_reachable(where.host)
-        page = cli_browser.BrowserPage(cli_browser.BrowserAddress(where.host, port),
+        cli_browser.check_reachable(served.host)
+        page = cli_browser.BrowserPage(cli_browser.BrowserAddress(served.host, port),
                                        options.settings.get(WebRTCSettings), qr, lan_hosts)
         try:
             return await start(reactor, dataclasses.replace(announcement, page=page))

@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,7 +39,8 @@ def _require_tools() -> None:
     missing = [what for what, ok in (
         ("node", shutil.which("node") is not None),
         (CHROMIUM, Path(CHROMIUM).exists()),
-        ("web/node_modules (cd web && npm ci)", (ROOT / "web/node_modules/puppeteer-core").exists()),
+        ("web/node_modules (cd web && npm ci)",
+         (ROOT / "web/node_modules/puppeteer-core").exists()),
     ) if not ok]
     if missing:
         pytest.fail(f"missing for the browser tests: {', '.join(missing)} (.ci/run installs "

@@ -95,7 +95,7 @@ try {
       await shot("offer");
       if (args["no-accept"]) await page.click("#decline"); else await page.click("#accept");
     }
-    if (!shotDuring && s.state === "working" && s.value > 0 && s.value < s.max * 0.8) {
+    if (!shotDuring && s.state === "working" && s.value > s.max * 0.3 && s.value < s.max * 0.8) {
       shotDuring = true;
       await shot("during");
     }

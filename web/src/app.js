@@ -37,7 +37,10 @@ function fail(err) {
   const text = err instanceof WrongCodeError ? err.message : `Failed: ${err.message ?? err}`;
   $("error").textContent = text;
   $("error").hidden = false;
-  setState("error", text);
+  $("progress").hidden = true;
+  $("offer").hidden = true;
+  setState("error", "Transfer failed.");
+  for (const b of document.querySelectorAll("button.go")) b.disabled = false;
 }
 
 function peerSpeaksWebrtc(versions) {
@@ -151,7 +154,7 @@ async function receiveFile(settings, w, name, total, note) {
   setState("working", "Connecting over WebRTC...");
   const stream = await channel;
   const transit = await handshake(stream, "receiver", w.transitKey());
-  const progress = new Progress(total, "Receiving");
+  const progress = new Progress(total, `Receiving ${name}:`);
   const hash = sha256Stream();
   let got = 0;
   const finished = new Promise((resolve, reject) => {
@@ -238,7 +241,7 @@ async function sendFile(settings, w, file, versions) {
   const transit = await handshake(stream, "sender", w.transitKey());
   const features = versions.hilltop?.features ?? [];
   const recordSize = features.includes("big-records") ? 256 * 1024 : 64 * 1024;
-  const progress = new Progress(file.size, "Sending");
+  const progress = new Progress(file.size, `Sending ${file.name}:`);
   const hash = sha256Stream();
   for (let at = 0; at < file.size; at += recordSize) {
     const chunk = new Uint8Array(await file.slice(at, at + recordSize).arrayBuffer());
