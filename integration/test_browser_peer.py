@@ -139,14 +139,21 @@ def test_page_receives_50mb_from_send_browser(lab: BrowserLab, tmp_path: Path) -
     sender, url = send_browser(lab, str(data))
     assert "code=" in url.split("#", 1)[1] and "code" not in url.split("#", 1)[0]
     downloads = tmp_path / "downloads"
-    page = lab.browser("file-in", "--url", url, "--downloads", str(downloads))
+    # a secure context (as https or localhost would be) lets the page stream to disk
+    origin = url.split("/#")[0]
+    page = lab.browser("file-in", "--url", url, "--downloads", str(downloads),
+                       "--secure-origin", origin)
     end = page_end(page)
     assert end["state"] == "done", page.describe()
+    assert "streamed to disk" in end["result"]
+    assert end["heap_peak_mb"] < 30, end  # the file never sits in the page's memory
     assert sender.finish(60) == 0, sender.describe()
     assert end["download"] == "big.bin"
     assert end["sha256"] == sha256(data) == sha256(downloads / "big.bin")
     assert "webrtc" in sender.stderr
-    print(f"page received {BIG / 1e6:.0f} MB: {end['result']}")
+    print(f"page received {BIG / 1e6:.0f} MB: {end['result']}; "
+          f"page heap peak {end['heap_peak_mb']} MB")
+    print(sender.stderr)
 
 
 def test_page_sends_50mb_to_receive(lab: BrowserLab, tmp_path: Path) -> None:
@@ -240,5 +247,6 @@ def test_lan_mode_serves_page_and_mailbox(lab: BrowserLab, tmp_path: Path) -> No
     page = lab.browser("lan-in", "--url", url, "--downloads", str(downloads))
     end = page_end(page)
     assert end["state"] == "done", page.describe()
+    assert "blob" in end["result"]  # plain http on a LAN address: not a secure context
     assert sender.finish(60) == 0, sender.describe()
     assert sha256(downloads / "lan.bin") == sha256(data)

@@ -86,7 +86,13 @@ try {
   }
   const deadline = Date.now() + Number(args.timeout) * 1000;
   let shotDuring = false;
+  let heapPeak = 0;
+  let lastHeap = 0;
   for (;;) {
+    if (Date.now() - lastHeap > 250) {  // the page's JavaScript heap, sampled during the run
+      lastHeap = Date.now();
+      heapPeak = Math.max(heapPeak, (await page.metrics()).JSHeapUsedSize);
+    }
     const s = await page.evaluate(() => ({ state: document.body.dataset.state,
       value: document.getElementById("progress").value,
       max: document.getElementById("progress").max,
@@ -121,6 +127,7 @@ try {
     end.download = readdirSync(downloads).filter((n) => !n.endsWith(".crdownload"))[0] ?? null;
   }
   end.seconds = (Date.now() - started) / 1000;
+  end.heap_peak_mb = Math.round(heapPeak / 1e5) / 10;
   say({ event: "end", ...end });
   exitCode = end.state === "done" ? 0 : 3;
 } catch (err) {
