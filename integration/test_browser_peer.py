@@ -1,123 +1,41 @@
 """The browser peer: hilltop's page in Debian's headless Chromium, against real CLI peers.
 
-Three network namespaces: ``net`` (a bridge, and the official mailbox server on 198.18.0.1),
-``a`` (the command-line peers, 198.18.0.11) and ``b`` (Chromium, 198.18.0.12). The page is
-driven by ``web/driver/drive.mjs`` (puppeteer-core, no browser download). It gets its ICE
-servers from its URL only, and none are given: host candidates on the namespace addresses.
-Every namespace and process is removed (by PID) at the end of each test.
+The lab (:mod:`browserlab`): command-line peers in namespace ``a``, Chromium in ``b``, the
+official mailbox between them; no ICE server anywhere. Every namespace and process is removed
+(by PID) at the end of each test.
 
 Screenshots go to ``$HILLTOP_SHOTS`` when that is set (the closing note's pictures).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from nsproc import NamespaceLab, Proc, hilltop_command
-
-ROOT = Path(__file__).resolve().parent.parent
-DRIVER = ROOT / "web" / "driver" / "drive.mjs"
-PAGE = ROOT / "cli" / "browser_page"
-CHROMIUM = os.environ.get("HILLTOP_CHROMIUM", "/usr/bin/chromium")
-MAILBOX = "ws://198.18.0.1:4000/v1"
-HOSTS = {"a": 11, "b": 12}
-BIG = 50_000_000
+from browserlab import (
+    BIG,
+    MAILBOX,
+    BrowserLab,
+    missing_tools,
+    page_code,
+    page_end,
+    sha256,
+)
+from nsproc import Proc, hilltop_command
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("ip") is None,
     reason="the browser tests build network namespaces: they need root and iproute2")
 
 
-def _require_tools() -> None:
-    missing = [what for what, ok in (
-        ("node", shutil.which("node") is not None),
-        (CHROMIUM, Path(CHROMIUM).exists()),
-        ("web/node_modules (cd web && npm ci)",
-         (ROOT / "web/node_modules/puppeteer-core").exists()),
-    ) if not ok]
-    if missing:
-        pytest.fail(f"missing for the browser tests: {', '.join(missing)} (.ci/run installs "
-                    "them)", pytrace=False)
-
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-class BrowserLab(NamespaceLab):
-    def __init__(self, workdir: Path, twist: Path) -> None:
-        super().__init__(workdir, "hb")
-        self.twist = twist
-
-    def _host(self, name: str) -> str:
-        ns = self.add_namespace(name)
-        etc = Path("/etc/netns") / ns
-        etc.mkdir(parents=True, exist_ok=True)
-        (etc / "resolv.conf").write_text("")
-        (etc / "hosts").write_text("127.0.0.1 localhost\n")
-        self.exec(name, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
-        return ns
-
-    def up(self) -> None:
-        net = self._host("net")
-        self.ip("-n", net, "link", "add", "br0", "type", "bridge")
-        self.ip("-n", net, "addr", "add", "198.18.0.1/24", "dev", "br0")
-        self.ip("-n", net, "link", "set", "br0", "up")
-        for host, n in HOSTS.items():
-            ns = self._host(host)
-            self.ip("link", "add", "eth0", "netns", ns, "type", "veth",
-                    "peer", "name", f"v{host}", "netns", net)
-            self.ip("-n", net, "link", "set", f"v{host}", "master", "br0", "up")
-            self.ip("-n", ns, "addr", "add", f"198.18.0.{n}/24", "dev", "eth0")
-            self.ip("-n", ns, "link", "set", "eth0", "up")
-        self.run("net", "mailbox", [str(self.twist), "wormhole-mailbox",
-                                    "--port", "tcp:4000:interface=198.18.0.1"])
-        self.wait_listening("net", 4000)
-
-    def browser(self, name: str, *args: str, timeout: float = 240) -> Proc:
-        """The driver (and Chromium) in ``b``."""
-        shots = os.environ.get("HILLTOP_SHOTS")
-        extra = ["--shots", shots, "--shot-prefix", name] if shots else []
-        return self.run("b", name, ["node", str(DRIVER), "--chromium", CHROMIUM,
-                                    "--timeout", str(int(timeout)), *extra, *args])
-
-    def static_host(self) -> str:
-        """The built page on a plain static web server in ``b`` (no hilltop involved)."""
-        self.run("b", "static", [sys.executable, "-m", "http.server", "8000",
-                                 "--bind", "198.18.0.12", "--directory", str(PAGE)])
-        self.wait_listening("b", 8000)
-        return "http://198.18.0.12:8000/"
-
-
-def page_events(proc: Proc) -> list[dict]:
-    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-
-
-def page_end(proc: Proc, timeout: float = 240) -> dict:
-    proc.finish(timeout)
-    ends = [e for e in page_events(proc) if e.get("event") == "end"]
-    assert ends, proc.describe()
-    return ends[-1]
-
-
-def page_code(proc: Proc) -> str:
-    return proc.wait_for(r'"event":"code","code":"([^"]+)"', timeout=60).group(1)
-
-
 @pytest.fixture
 def lab(tmp_path: Path, peers_venv: Path) -> Iterator[BrowserLab]:
-    _require_tools()
+    if missing := missing_tools():
+        pytest.fail(f"missing for the browser tests: {', '.join(missing)} (.ci/run installs "
+                    "them)", pytrace=False)
     lab = BrowserLab(tmp_path, peers_venv / "bin" / "twist")
     try:
         lab.up()
