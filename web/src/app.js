@@ -157,18 +157,23 @@ async function receiveFile(settings, w, name, total, note) {
   const progress = new Progress(total, `Receiving ${name}:`);
   const hash = sha256Stream();
   let got = 0;
+  let held = false;
   const finished = new Promise((resolve, reject) => {
     let chain = Promise.resolve();
     transit.listen((record) => {
       got += record.length;
       if (got > total) { reject(new Error("the sender sent more than it offered")); return; }
       hash.update(record);
-      if (sink.backlog > 0) stream.pause();
       chain = chain.then(() => sink.write(record)).then(() => {
-        if (sink.backlog === 0) stream.resume();
         progress.add(record.length);
         if (got === total) resolve();
       }, reject);
+      if (sink.backlog > 0 && !held) {
+        // the disk lags: hold the channel (and so the peer's credits) until it catches up
+        held = true;
+        stream.pause();
+        sink.ready().then(() => { held = false; stream.resume(); }, reject);
+      }
     }, (err) => { if (got < total) reject(err); });
     if (total === 0) resolve();
   });

@@ -18,6 +18,7 @@ export class BlobSink {
     this.parts = [];
   }
   get backlog() { return 0; }
+  ready() { return Promise.resolve(); }
   async write(bytes) { this.parts.push(bytes); }
   async close() {
     const url = URL.createObjectURL(new Blob(this.parts, { type: "application/octet-stream" }));
@@ -51,6 +52,8 @@ export class StreamSink {
     this.frame = frame;
   }
   get backlog() { return this.writer.desiredSize > 0 ? 0 : BACKLOG; }
+  /** Resolves once the download has taken enough that writing may go on. */
+  ready() { return this.writer.ready; }
   async write(bytes) {
     await this.writer.ready;
     this.writer.write(bytes);
