@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -168,3 +169,30 @@ def test_lan_mode_serves_page_and_mailbox(lab: BrowserLab, tmp_path: Path) -> No
     assert "blob" in end["result"]  # plain http on a LAN address: not a secure context
     assert sender.finish(60) == 0, sender.describe()
     assert sha256(downloads / "lan.bin") == sha256(data)
+
+
+def test_a_folder_arrives_as_its_zip(lab: BrowserLab, tmp_path: Path) -> None:
+    folder = tmp_path / "photos"
+    (folder / "inner").mkdir(parents=True)
+    (folder / "a.txt").write_text("first\n")
+    (folder / "inner" / "b.bin").write_bytes(os.urandom(200_000))
+    sender, url = send_browser(lab, str(folder))
+    downloads = tmp_path / "downloads"
+    page = lab.browser("folder-in", "--url", url, "--downloads", str(downloads))
+    end = page_end(page)
+    assert end["state"] == "done", page.describe()
+    assert sender.finish(60) == 0, sender.describe()
+    with zipfile.ZipFile(downloads / "photos.zip") as z:
+        assert z.read("a.txt") == b"first\n"
+        assert z.read("inner/b.bin") == (folder / "inner" / "b.bin").read_bytes()
+
+
+def test_declining_on_the_page_tells_the_sender(lab: BrowserLab, tmp_path: Path) -> None:
+    data = tmp_path / "unwanted.bin"
+    data.write_bytes(b"x" * 1000)
+    sender, url = send_browser(lab, str(data))
+    page = lab.browser("decline", "--url", url, "--no-accept")
+    end = page_end(page)
+    assert end["state"] == "done" and end["status"] == "Declined.", page.describe()
+    assert sender.finish(60) != 0
+    assert "transfer rejected" in sender.stderr

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import click
@@ -104,3 +108,19 @@ def test_browser_and_tor_exclude_each_other() -> None:
     result = CliRunner().invoke(cli, ["send", "--tor", "--browser", "--text", "x"],
                                 prog_name="wormhole")
     assert result.exit_code == 2 and "--tor" in result.output
+
+
+def test_pip_install_ships_the_built_page(tmp_path: Path) -> None:
+    """The wheel carries the page, so users never need node (it builds only in web/)."""
+    root = Path(__file__).resolve().parents[2]
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                    "--no-build-isolation", "--no-index", "-w", str(tmp_path), str(root)],
+                   check=True, capture_output=True, timeout=300)
+    (wheel,) = tmp_path.glob("hilltop-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        shipped = {n.removeprefix("hilltop/cli/browser_page/") for n in z.namelist()
+                   if n.startswith("hilltop/cli/browser_page/")}
+        assert shipped == set(PAGE_FILES)
+        built = root / "cli" / "browser_page"
+        for name in PAGE_FILES:
+            assert z.read(f"hilltop/cli/browser_page/{name}") == (built / name).read_bytes()
