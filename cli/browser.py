@@ -95,6 +95,8 @@ def page_url(host: str, port: int, code: str, mailbox: str,
     if turn:  # hilltop's TURN servers share one long-term credential
         fragment += [("turn-user", turn[0].username or ""),
                      ("turn-password", turn[0].credential or "")]
+    if webrtc is not None and webrtc.relay_only:
+        fragment.append(("relay-only", "1"))
     text = "&".join(f"{k}={quote(v, safe=':/')}" for k, v in fragment)
     return f"http://{url_host(host)}:{port}/#{text}"
 
@@ -133,7 +135,8 @@ class BrowserPage:
         output.status()
 
 
-def refuse_unsupported(*, tor: bool, streamed: bool, file: bool, transports: str | None) -> None:
+def refuse_unsupported(*, tor: bool, streamed: bool, file: bool, transports: str | None,
+                       webrtc: WebRTCSettings | None = None, no_listen: bool = False) -> None:
     """Usage errors for what the page cannot do, before anything starts."""
     if tor:
         raise click.UsageError("--browser cannot be used with --tor (the page connects "
@@ -151,3 +154,7 @@ def refuse_unsupported(*, tor: bool, streamed: bool, file: bool, transports: str
     if transports is not None and "webrtc" not in [t.strip() for t in transports.split(",")]:
         raise click.UsageError("--browser with a file needs the webrtc transport; "
                                "add it to --transports")
+    if no_listen and (webrtc or WebRTCSettings()).under_no_listen(True) is None:
+        raise click.UsageError("--browser with a file and --no-listen needs a TURN server "
+                               "(--turn): the page is reached only over WebRTC, and without "
+                               "TURN that would show it our addresses")

@@ -100,8 +100,12 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
     where = cli_browser.parse_address(browser_address)
     if browser:
         try:
-            cli_browser.refuse_unsupported(tor=tor is not None, streamed=streamed,
-                                           file=what is not None, transports=transports)
+            from hilltop.webrtc.settings import WebRTCSettings
+
+            cli_browser.refuse_unsupported(
+                tor=tor is not None, streamed=streamed, file=what is not None,
+                transports=transports, webrtc=options.settings.get(WebRTCSettings),
+                no_listen=options.no_listen)
         except HilltopError as err:
             exit_with(err)
     announcement = Announcement(code, code_length, verify, qr=qr, zero_mode=zero_mode)

@@ -74,6 +74,21 @@ class BrowserLab(NamespaceLab):
                                     "--port", "tcp:4000:interface=198.18.0.1"])
         self.wait_listening("net", 4000)
 
+    def start_turn(self) -> tuple[str, str, str]:
+        """Debian's coturn in ``net`` (STUN and TURN on 198.18.0.1:3478, relaying only within
+        the lab); returns (TURN URL, user, password)."""
+        self.run("net", "turn", [
+            "turnserver", "-n", "--listening-ip=198.18.0.1", "--relay-ip=198.18.0.1",
+            "--listening-port=3478", "--min-port=49152", "--max-port=49999",
+            "--realm=browserlab", "--lt-cred-mech", "--user=lab:labpass", "--fingerprint",
+            "--no-tls", "--no-dtls", "--no-cli", "--no-multicast-peers",
+            "--allowed-peer-ip=198.18.0.0-198.18.0.255",
+            "--denied-peer-ip=0.0.0.0-255.255.255.255",
+            f"--log-file={self.workdir / 'turn.log'}", "--simple-log",
+            f"--pidfile={self.workdir / 'turn.pid'}"])
+        self.wait_listening("net", 3478, "-lunH")
+        return "turn:198.18.0.1:3478?transport=udp", "lab", "labpass"
+
     def browser(self, name: str, *args: str, timeout: float = 240) -> Proc:
         """The driver (and Chromium) in ``b``."""
         shots = os.environ.get("HILLTOP_SHOTS")

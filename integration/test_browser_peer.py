@@ -196,3 +196,23 @@ def test_declining_on_the_page_tells_the_sender(lab: BrowserLab, tmp_path: Path)
     assert end["state"] == "done" and end["status"] == "Declined.", page.describe()
     assert sender.finish(60) != 0
     assert "transfer rejected" in sender.stderr
+
+
+@pytest.mark.skipif(shutil.which("turnserver") is None,
+                    reason="needs Debian's coturn (apt-get install coturn; .ci/run installs it)")
+def test_turn_settings_reach_the_page(lab: BrowserLab, tmp_path: Path) -> None:
+    """--turn and --webrtc-relay-only are passed to the page: both ends relay through TURN."""
+    turn, user, password = lab.start_turn()
+    data = tmp_path / "relayed.bin"
+    data.write_bytes(os.urandom(2_000_000))
+    sender, url = send_browser(lab, "--turn", turn, "--turn-user", user, "--turn-password",
+                               password, "--webrtc-relay-only", str(data))
+    assert "relay-only=1" in url and "turn-user=lab" in url
+    downloads = tmp_path / "downloads"
+    page = lab.browser("turn-in", "--url", url, "--downloads", str(downloads))
+    end = page_end(page)
+    assert end["state"] == "done", page.describe()
+    assert sender.finish(60) == 0, sender.describe()
+    assert "via webrtc relay->" in end["result"]  # the page's own candidate: its TURN relay
+    assert "(webrtc relay->" in sender.stderr
+    assert sha256(downloads / "relayed.bin") == sha256(data)

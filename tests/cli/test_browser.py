@@ -38,6 +38,10 @@ def test_ice_servers_reach_the_page_and_nothing_else() -> None:
     webrtc = WebRTCSettings((IceServer("stun:198.19.0.1:3478"),
                              IceServer("turn:198.19.0.1:3478?transport=udp", "u", "p&q")))
     got = fragment(browser.page_url("::1", 1, "1-a-b", "ws://x:4000/v1", webrtc))
+    assert "relay-only" not in got
+    relay_only = WebRTCSettings(webrtc.ice_servers, relay_only=True)
+    assert fragment(browser.page_url("h", 1, "1-a-b", "ws://x/v1", relay_only))["relay-only"] \
+        == ["1"]
     assert got["stun"] == ["stun:198.19.0.1:3478"]
     assert got["turn"] == ["turn:198.19.0.1:3478?transport=udp"]
     assert got["turn-user"] == ["u"] and got["turn-password"] == ["p&q"]
@@ -96,6 +100,7 @@ def test_page_server_serves_nothing_else() -> None:
     (["send", "--browser-address", "1.2.3.4", "--text", "x"], "goes with --browser"),
     (["send", "--browser", "--browser-address", "h:p", "--text", "x"], "bad port"),
     (["send", "--browser", "--transports", "direct-tcp", "pyproject.toml"], "add it to"),
+    (["send", "--browser", "--no-listen", "pyproject.toml"], "needs a TURN server"),
 ])
 def test_what_the_page_cannot_do_is_refused_up_front(args: list[str], message: str) -> None:
     result = CliRunner().invoke(cli, args, prog_name="wormhole")

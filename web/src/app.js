@@ -4,7 +4,7 @@
 import wordsText from "../../core/rendezvous/pgp_words.txt";
 import { randomBytes, sha256Stream, toHex, utf8, fromUtf8 } from "./crypto.js";
 import { Wormhole, WrongCodeError } from "./wormhole.js";
-import { HINT, handshake, openChannel } from "./transit.js";
+import { HINT, describePath, handshake, openChannel } from "./transit.js";
 import { openSink } from "./sink.js";
 import { parseFragment } from "./settings.js";
 
@@ -140,6 +140,7 @@ async function receiveFile(settings, w, name, total, note) {
   w.send(transitMessage());
   // negotiate at once: ICE and DTLS run while the user decides
   const channel = openChannel("receiver", { iceServers: settings.iceServers,
+    relayOnly: settings.relayOnly,
     sendSignal: (s) => w.sendSignal(s), nextSignal: () => w.nextSignal() });
   channel.catch(() => {});
   if (!await askAccept(`Receive ${name}${note}, ${size(total)}?`)) {
@@ -154,7 +155,8 @@ async function receiveFile(settings, w, name, total, note) {
   setState("working", "Connecting over WebRTC...");
   const stream = await channel;
   const transit = await handshake(stream, "receiver", w.transitKey());
-  const progress = new Progress(total, `Receiving ${name}:`);
+  const via = `webrtc ${await describePath(stream.pc)}`;
+  const progress = new Progress(total, `Receiving ${name} (${via}):`);
   const hash = sha256Stream();
   let got = 0;
   let held = false;
@@ -189,7 +191,7 @@ async function receiveFile(settings, w, name, total, note) {
   await transit.close();
   await w.close("happy");
   document.body.dataset.sha256 = digest;
-  $("result").textContent = `Received ${name}: ${progress.summary("webrtc")}; `
+  $("result").textContent = `Received ${name}: ${progress.summary(via)}; `
     + `SHA-256 ${digest.slice(0, 16)}... (${sink.kind})`;
   $("result").hidden = false;
   $("progress").hidden = true;
@@ -236,6 +238,7 @@ async function sendFile(settings, w, file, versions) {
   w.send(transitMessage());
   w.send({ offer: { file: { filename: file.name, filesize: file.size } } });
   const channel = openChannel("sender", { iceServers: settings.iceServers,
+    relayOnly: settings.relayOnly,
     sendSignal: (s) => w.sendSignal(s), nextSignal: () => w.nextSignal() });
   channel.catch(() => {});
   setState("working", "Waiting for the receiver to accept...");
@@ -244,9 +247,10 @@ async function sendFile(settings, w, file, versions) {
   setState("working", "Connecting over WebRTC...");
   const stream = await channel;
   const transit = await handshake(stream, "sender", w.transitKey());
+  const via = `webrtc ${await describePath(stream.pc)}`;
   const features = versions.hilltop?.features ?? [];
   const recordSize = features.includes("big-records") ? 256 * 1024 : 64 * 1024;
-  const progress = new Progress(file.size, `Sending ${file.name}:`);
+  const progress = new Progress(file.size, `Sending ${file.name} (${via}):`);
   const hash = sha256Stream();
   for (let at = 0; at < file.size; at += recordSize) {
     const chunk = new Uint8Array(await file.slice(at, at + recordSize).arrayBuffer());
@@ -263,7 +267,7 @@ async function sendFile(settings, w, file, versions) {
   await transit.close();
   await w.close("happy");
   document.body.dataset.sha256 = digest;
-  $("result").textContent = `Sent ${file.name}: ${progress.summary("webrtc")}`;
+  $("result").textContent = `Sent ${file.name}: ${progress.summary(via)}`;
   $("result").hidden = false;
   $("progress").hidden = true;
   setState("done", `Sent ${file.name}.`);

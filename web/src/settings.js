@@ -1,6 +1,6 @@
 // What the page is told in its URL fragment (never sent to any server, so the code reaches no
 // server log): `#code=7-guitarist-revenge&mailbox=ws://...&stun=stun:h:3478&turn=turn:h:3478
-// &turn-user=u&turn-password=p`, or just `#7-guitarist-revenge`. ICE servers are only ever
+// &turn-user=u&turn-password=p&relay-only=1`, or just `#7-guitarist-revenge`. ICE servers are only ever
 // the ones given here: with none the page offers host candidates only, as hilltop does.
 
 export const PUBLIC_MAILBOX = "ws://relay.magic-wormhole.io:4000/v1";
@@ -25,5 +25,6 @@ export function parseFragment(hash, protocol = "http:") {
     code: code || "",
     mailbox: params.get("mailbox") || defaultMailbox(protocol),
     iceServers,
+    relayOnly: params.get("relay-only") === "1",
   };
 }

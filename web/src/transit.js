@@ -243,8 +243,10 @@ export class ChannelStream {
  * bodies; ``sendSignal(body)`` sends ours. ``iceServers`` is always passed explicitly, so
  * the browser never asks a server it was not told about.
  */
-export async function openChannel(role, { iceServers, sendSignal, nextSignal, timeoutMs = 30000 }) {
-  const pc = new RTCPeerConnection({ iceServers: iceServers ?? [] });
+export async function openChannel(role, { iceServers, relayOnly = false, sendSignal, nextSignal,
+  timeoutMs = 30000 }) {
+  const pc = new RTCPeerConnection({ iceServers: iceServers ?? [],
+    iceTransportPolicy: relayOnly ? "relay" : "all" });
   const failed = new Promise((_, reject) => {
     pc.addEventListener("connectionstatechange", () => {
       if (pc.connectionState === "failed") {
@@ -285,6 +287,26 @@ export async function openChannel(role, { iceServers, sendSignal, nextSignal, ti
   } catch (err) {
     pc.close();
     throw err;
+  }
+}
+
+/** ``local->remote address:port`` of the candidate pair in use, as hilltop's status line
+ * names it (e.g. "host->prflx 198.18.0.11:40527"); "data channel" when unknown. */
+export async function describePath(pc) {
+  try {
+    const stats = await pc.getStats();
+    let pair = null;
+    stats.forEach((s) => {
+      if (s.type === "transport" && s.selectedCandidatePairId) pair = stats.get(s.selectedCandidatePairId);
+    });
+    if (!pair) stats.forEach((s) => { if (s.type === "candidate-pair" && s.nominated) pair = s; });
+    const local = pair && stats.get(pair.localCandidateId);
+    const remote = pair && stats.get(pair.remoteCandidateId);
+    if (!local || !remote) return "data channel";
+    return `${local.candidateType}->${remote.candidateType} `
+      + `${remote.address ?? remote.ip}:${remote.port}`;
+  } catch {
+    return "data channel";
   }
 }
 

@@ -131,10 +131,11 @@ test("records: a reader opens what a writer framed, in pieces, and insists on th
 test("settings from the URL fragment", async () => {
   const { parseFragment, PUBLIC_MAILBOX, PUBLIC_MAILBOX_TLS } = await import("../src/settings.js");
   assert.deepEqual(parseFragment("#7-guitarist-revenge"),
-    { code: "7-guitarist-revenge", mailbox: PUBLIC_MAILBOX, iceServers: [] });
+    { code: "7-guitarist-revenge", mailbox: PUBLIC_MAILBOX, iceServers: [], relayOnly: false });
   assert.equal(parseFragment("", "https:").mailbox, PUBLIC_MAILBOX_TLS);
   const s = parseFragment("#code=3-a-b&mailbox=ws%3A%2F%2F198.18.0.1%3A4000%2Fv1"
-    + "&stun=stun:h:3478&turn=turn:h:3478&turn-user=u&turn-password=p");
+    + "&stun=stun:h:3478&turn=turn:h:3478&turn-user=u&turn-password=p&relay-only=1");
+  assert.equal(s.relayOnly, true);
   assert.equal(s.code, "3-a-b");
   assert.equal(s.mailbox, "ws://198.18.0.1:4000/v1");
   assert.deepEqual(s.iceServers, [{ urls: "stun:h:3478" },
