@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from browserlab import (
     BIG,
+    DEFAULT_MAILBOX,
     MAILBOX,
     BrowserLab,
     missing_tools,
@@ -216,3 +217,15 @@ def test_turn_settings_reach_the_page(lab: BrowserLab, tmp_path: Path) -> None:
     assert "via webrtc relay->" in end["result"]  # the page's own candidate: its TURN relay
     assert "(webrtc relay->" in sender.stderr
     assert sha256(downloads / "relayed.bin") == sha256(data)
+
+
+def test_default_mailbox_needs_no_flag(lab: BrowserLab) -> None:
+    """No --relay-url: the URL names the official default mailbox (here the lab's, by name)."""
+    sender = lab.run("a", "send-default", [*hilltop_command(), "send", "--browser",
+                                           "--text", "over the default mailbox"])
+    url = sender.wait_for(r"(http://198\.18\.0\.11:\d+/#\S+)").group(1)
+    assert f"mailbox={DEFAULT_MAILBOX}" in url
+    page = lab.browser("default-mailbox", "--url", url)
+    end = page_end(page)
+    assert end["state"] == "done" and end["text"] == "over the default mailbox", page.describe()
+    assert sender.finish(30) == 0, sender.describe()
