@@ -229,3 +229,21 @@ def test_default_mailbox_needs_no_flag(lab: BrowserLab) -> None:
     end = page_end(page)
     assert end["state"] == "done" and end["text"] == "over the default mailbox", page.describe()
     assert sender.finish(30) == 0, sender.describe()
+
+
+def test_official_file_receiver_is_told_the_page_needs_webrtc(lab: BrowserLab, tmp_path: Path,
+                                                              peers_venv: Path) -> None:
+    data = tmp_path / "for-official.bin"
+    data.write_bytes(b"y" * 1000)
+    page = lab.browser("needs-webrtc-out", "--url", lab.static_host() + f"#mailbox={MAILBOX}",
+                       "--send-file", str(data))
+    code = page_code(page)
+    official = lab.run("a", "official-recv", [str(peers_venv / "bin" / "wormhole"),
+                                              "--relay-url", MAILBOX, "receive",
+                                              "--accept-file", code])
+    end = page_end(page)
+    assert end["state"] == "error"
+    assert "the receiver has no WebRTC transport" in end["error"], end
+    assert official.finish(30) != 0
+    assert "a browser can send files only over WebRTC" in official.output
+    assert not list((tmp_path / "official-recv").glob("for-official*"))
