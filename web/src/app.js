@@ -151,44 +151,24 @@ async function receiveFile(settings, w, name, total, note) {
     return;
   }
   const sink = await openSink(name, total);
-  w.send({ answer: { file_ack: "ok" } });
-  setState("working", "Connecting over WebRTC...");
-  const stream = await channel;
-  const transit = await handshake(stream, "receiver", w.transitKey());
-  const via = `webrtc ${await describePath(stream.pc)}`;
-  const progress = new Progress(total, `Receiving ${name} (${via}):`);
-  const hash = sha256Stream();
-  let got = 0;
-  let held = false;
-  const finished = new Promise((resolve, reject) => {
-    let chain = Promise.resolve();
-    transit.listen((record) => {
-      got += record.length;
-      if (got > total) { reject(new Error("the sender sent more than it offered")); return; }
-      hash.update(record);
-      chain = chain.then(() => sink.write(record)).then(() => {
-        progress.add(record.length);
-        if (got === total) resolve();
-      }, reject);
-      if (sink.backlog > 0 && !held) {
-        // the disk lags: hold the channel (and so the peer's credits) until it catches up
-        held = true;
-        stream.pause();
-        sink.ready().then(() => { held = false; stream.resume(); }, reject);
-      }
-    }, (err) => { if (got < total) reject(err); });
-    if (total === 0) resolve();
-  });
+  let progress, via, digest;
   try {
-    await finished;
+    w.send({ answer: { file_ack: "ok" } });
+    setState("working", "Connecting over WebRTC...");
+    const stream = await channel;
+    const transit = await handshake(stream, "receiver", w.transitKey());
+    via = `webrtc ${await describePath(stream.pc)}`;
+    progress = new Progress(total, `Receiving ${name} (${via}):`);
+    const hash = sha256Stream();
+    await receiveRecords(transit, stream, sink, total, hash, progress);
+    await sink.close();
+    digest = toHex(hash.digest());
+    await transit.send(utf8(JSON.stringify({ ack: "ok", sha256: digest })));
+    await transit.close();
   } catch (err) {
-    sink.abort(err);
+    sink.abort(err);  // a cancelled download: nothing half-written is left looking complete
     throw err;
   }
-  await sink.close();
-  const digest = toHex(hash.digest());
-  await transit.send(utf8(JSON.stringify({ ack: "ok", sha256: digest })));
-  await transit.close();
   await w.close("happy");
   document.body.dataset.sha256 = digest;
   $("result").textContent = `Received ${name}: ${progress.summary(via)}; `
@@ -196,6 +176,34 @@ async function receiveFile(settings, w, name, total, note) {
   $("result").hidden = false;
   $("progress").hidden = true;
   setState("done", `Received ${name}.`);
+}
+
+/** Every record into ``sink`` in order, until ``total`` bytes are written (not just
+ * received): the download may lag, and then the channel is held, which withholds the
+ * peer's credits and so stops the sender. */
+function receiveRecords(transit, stream, sink, total, hash, progress) {
+  let received = 0;
+  let written = 0;
+  let held = false;
+  return new Promise((resolve, reject) => {
+    let chain = Promise.resolve();
+    transit.listen((record) => {
+      received += record.length;
+      if (received > total) { reject(new Error("the sender sent more than it offered")); return; }
+      hash.update(record);
+      chain = chain.then(() => sink.write(record)).then(() => {
+        written += record.length;
+        progress.add(record.length);
+        if (written === total) resolve();
+      }).catch(reject);
+      if (sink.backlog > 0 && !held) {
+        held = true;
+        stream.pause();
+        sink.ready().then(() => { held = false; stream.resume(); }, reject);
+      }
+    }, (err) => { if (received < total) reject(err); });
+    if (total === 0) resolve();
+  });
 }
 
 async function send(settings, what) {
