@@ -247,3 +247,11 @@ def test_official_file_receiver_is_told_the_page_needs_webrtc(lab: BrowserLab, t
     assert official.finish(30) != 0
     assert "a browser can send files only over WebRTC" in official.output
     assert not list((tmp_path / "official-recv").glob("for-official*"))
+
+
+def test_an_unreachable_mailbox_is_said_plainly(lab: BrowserLab) -> None:
+    page = lab.browser("no-mailbox", "--url", lab.static_host()
+                       + "#code=5-some-words&mailbox=ws://198.18.0.1:4999/v1")
+    end = page_end(page)
+    assert end["state"] == "error"
+    assert "cannot reach the mailbox server ws://198.18.0.1:4999/v1" in end["error"], end

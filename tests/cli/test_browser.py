@@ -129,3 +129,19 @@ def test_pip_install_ships_the_built_page(tmp_path: Path) -> None:
         built = root / "cli" / "browser_page"
         for name in PAGE_FILES:
             assert z.read(f"hilltop/cli/browser_page/{name}") == (built / name).read_bytes()
+
+
+def test_a_busy_port_is_a_clear_error() -> None:
+    import socket
+
+    from twisted.internet import reactor
+
+    from hilltop.cli.pageserver import PageServer
+    from hilltop.errors import LocalError
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(LocalError, match=f"cannot serve the browser page on 127.0.0.1:{port}"):
+            PageServer(reactor, "127.0.0.1", port).start()
