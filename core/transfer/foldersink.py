@@ -23,18 +23,16 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import re
 import stat
-import unicodedata
 
 from hilltop._runtime.memory import Trimmer
 from hilltop.errors import ProtocolError
 from hilltop.transfer import filesink  # filesink.write_all: the seam tests patch for a full disk
+from hilltop.transfer.entrynames import clash_key, safe_parts
 from hilltop.transfer.filesink import Offered, Sink, appeared, io_error
 from hilltop.transfer.modes import received_mode
 from hilltop.transfer.offers import DirectoryOffer
 from hilltop.transfer.partials import OPEN_FLAGS, claim_folder, remove_tree
-from hilltop.transfer.targets import MAX_NAME_BYTES
 from hilltop.transfer.zipformat import CENTRAL_HEADER, END_RECORD, LOCAL_HEADER
 from hilltop.transfer.zipreader import (
     CentralEntry,
@@ -44,13 +42,6 @@ from hilltop.transfer.zipreader import (
     ZipStreamReader,
 )
 
-MAX_PATH_BYTES = 4000
-"""Refuse entry paths near PATH_MAX (4096 on Linux) instead of failing halfway through."""
-MAX_PATH_DEPTH = 256
-"""Refuse entry paths nested deeper: os.makedirs and shutil.rmtree (the cleanup) recurse once
-per level, and Linux allows 2,000 levels in PATH_MAX (RecursionError, and a folder left)."""
-
-_DRIVE = re.compile(r"^[A-Za-z]:")
 _ENTRY_HEADERS = LOCAL_HEADER.size + CENTRAL_HEADER.size
 """76 bytes of zip every entry costs besides its name (twice) and data."""
 FOLDER_ENTRY_SLACK = 100
@@ -89,12 +80,7 @@ class _EntryChecker:
                 return None
             raise _refuse(name, "has an empty name")
         path = "/".join(parts)
-        # Case-insensitive disks (macOS, Windows) would merge these, so they count as one.
-        # ("/" neither composes nor folds, so normalising the joined path equals doing it
-        # part by part.)
-        key = unicodedata.normalize("NFC", path).casefold()
-        if key == path:
-            key = path  # one string, not two, for the usual lower-case name
+        key = clash_key(path)  # case-insensitive disks would merge these: they count as one
         seen = self._seen
         if key in seen:
             earlier = seen[key]
@@ -363,25 +349,6 @@ def _slack(declared: int, minimum: int) -> int:
 
 
 def _safe_parts(name: str) -> tuple[str, ...]:
-    """Split a zip member name into path components, refusing anything that could escape."""
-    if "\\" in name:
-        raise _refuse(name, "contains a backslash")
-    if name.startswith("/"):
-        raise _refuse(name, "is an absolute path")
-    if _DRIVE.match(name):
-        raise _refuse(name, "starts with a drive letter")
-    parts = tuple(part for part in name.split("/") if part not in ("", "."))
-    if ".." in parts:
-        raise _refuse(name, "contains '..'")
-    for part in parts:
-        # printable ASCII (nearly every name) has no control characters: skip the slow scan
-        if not (part.isascii() and part.isprintable()) and any(
-                unicodedata.category(ch) == "Cc" for ch in part):
-            raise _refuse(name, "contains control characters")
-        if len(part.encode("utf-8", errors="surrogateescape")) > MAX_NAME_BYTES:
-            raise _refuse(name, f"has a component longer than {MAX_NAME_BYTES} bytes")
-    if len("/".join(parts).encode("utf-8", errors="surrogateescape")) > MAX_PATH_BYTES:
-        raise _refuse(name, "is too long a path")
-    if len(parts) > MAX_PATH_DEPTH:
-        raise _refuse(name, f"is nested more than {MAX_PATH_DEPTH} folders deep")
-    return parts
+    """Split a zip member name into path components, refusing anything that could escape
+    (the rules: :mod:`hilltop.transfer.entrynames`)."""
+    return safe_parts(name, _refuse)
