@@ -230,3 +230,43 @@ def test_the_library_sends_several_files(peers: Peers, tmp_path: Path,
     assert lib.stdout.strip() == "sent"
     ok(receiver.finish(60))
     assert tree_of(dest) == expected_tree(src)
+
+
+LIBRARY_RECEIVER = """
+import asyncio, os, sys
+from hilltop import install_asyncio_reactor
+
+async def main(code, directory):
+    from hilltop import TransitOptions, Wormhole
+    w = Wormhole(relay_url=os.environ["WORMHOLE_RELAY_URL"])
+    try:
+        w.set_code(code)
+        helper = os.environ["WORMHOLE_TRANSIT_HELPER"]
+        seen = []
+        path = await w.receive_file(directory, accept=lambda offer: seen.append(offer) or True,
+                                    transit=TransitOptions(transit_helpers=[helper]))
+        print(type(seen[0]).__name__, len(seen[0].entries), os.path.basename(path), flush=True)
+    finally:
+        await w.close()
+
+loop = asyncio.new_event_loop()
+install_asyncio_reactor(loop)
+loop.run_until_complete(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+def test_the_library_receives_several_files(peers: Peers, tmp_path: Path,
+                                            fresh_code: str) -> None:
+    src, dest = tmp_path / "src", tmp_path / "dest"
+    src.mkdir()
+    dest.mkdir()
+    args = make_sources(src)
+    sender = peers.hilltop("send", "--code", fresh_code, *args, cwd=src)
+    env = dict(os.environ, WORMHOLE_RELAY_URL=peers.servers.relay_url,
+               WORMHOLE_TRANSIT_HELPER=peers.servers.transit_helper)
+    lib = subprocess.run([sys.executable, "-c", LIBRARY_RECEIVER, fresh_code, str(dest)],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert lib.returncode == 0, lib.stderr
+    assert lib.stdout.split() == ["FilesOffer", "6", "dest"]
+    ok(sender.finish(60))
+    assert tree_of(dest) == expected_tree(src)

@@ -97,7 +97,8 @@ def open_bundle(paths: list[str], *, cwd: str | None = None,
     base = cwd or os.getcwd()
     unsendable = Unsendable(skip_unsendable)
     walked: list[Walked] = []
-    names: dict[str, str] = {}
+    names: dict[str, str] = {}  # clash key -> the argument that claimed it
+    items: list[str] = []
     parents: list[str] = []
     for path in paths:
         typed = os.path.normpath(os.path.join(base, path))
@@ -110,6 +111,7 @@ def open_bundle(paths: list[str], *, cwd: str | None = None,
             raise UnsendableError(f"cannot send {earlier!r} and {path!r} together: both "
                                   f"would arrive as {name!r}")
         names[clash_key(name)] = path
+        items.append(name)
         parents.append(os.path.dirname(typed))
         real = os.path.realpath(typed)
         try:
@@ -128,7 +130,7 @@ def open_bundle(paths: list[str], *, cwd: str | None = None,
         else:
             raise UnsendableError(f"cannot send {path!r} with other files: not a regular file "
                                   "or directory")
-    return Bundle(tuple(walked), tuple(names.values()), folder_label(parents, len(paths)),
+    return Bundle(tuple(walked), tuple(items), folder_label(parents, len(paths)),
                   tuple(unsendable.skipped))
 
 
