@@ -16,12 +16,17 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import jsonschema
 import pytest
 
 if TYPE_CHECKING:
     from conftest import Peers, Result
+
+
+SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "docs"
+                     / "json-events.schema.json").read_text())
 
 
 def ok(result: Result) -> Result:
@@ -87,6 +92,15 @@ def test_three_files_and_a_folder_between_hilltops(peers: Peers, tmp_path: Path,
     assert not [p for p in dest.iterdir() if p.name.startswith(".")]  # no staging left
 
 
+def validated(stdout: str) -> list[dict[str, Any]]:
+    """Every stdout line parsed and checked against docs/json-events.schema.json."""
+    events = [json.loads(line) for line in stdout.splitlines()]
+    for event in events:
+        jsonschema.validate(event, SCHEMA)
+    assert events, "no events on stdout"
+    return events
+
+
 def test_hide_progress_and_json_hide_the_file_lines(peers: Peers, tmp_path: Path,
                                                     fresh_code: str) -> None:
     src, dest = tmp_path / "src", tmp_path / "dest"
@@ -98,7 +112,7 @@ def test_hide_progress_and_json_hide_the_file_lines(peers: Peers, tmp_path: Path
     r = ok(receiver.finish(120))
     s = ok(sender.finish(60))
     assert "a.txt (" not in s.stderr and "a.txt (" not in r.stderr
-    events = [json.loads(line) for line in r.stdout.splitlines()]
+    events = validated(r.stdout)
     files = [(e["name"], e["size"]) for e in events if e["event"] == "file"]
     assert files == [("a.txt", 6), ("b.bin", 3_000_000), ("zero", 0),
                      ("docs/readme.md", 9), ("docs/deep/run.sh", 18)]
@@ -106,6 +120,23 @@ def test_hide_progress_and_json_hide_the_file_lines(peers: Peers, tmp_path: Path
     assert offer["kind"] == "files" and offer["items"] == ["a.txt", "b.bin", "zero", "docs"]
     assert events[-1]["event"] == "done" and events[-1]["kind"] == "files"
     assert tree_of(dest) == expected_tree(src)
+
+
+def test_json_events_of_a_sender_toward_an_official_receiver(peers: Peers, tmp_path: Path
+                                                              ) -> None:
+    src, dest = tmp_path / "src", tmp_path / "dest"
+    src.mkdir()
+    dest.mkdir()
+    sender = peers.hilltop("send", "--json", *make_sources(src), cwd=src)
+    code = sender.wait_for_line(r'"event": "code".*"code": "([^"]+)"').group(1)
+    ok(peers.official("receive", "--accept-file", code, cwd=dest).finish(120))
+    events = validated(ok(sender.finish(60)).stdout)
+    offers = [e for e in events if e["event"] == "offer"]
+    assert [o["kind"] for o in offers] == ["files", "directory"]  # then the folder it became
+    assert offers[1]["name"] == "project" and offers[1]["files"] == 5
+    assert not [e for e in events if e["event"] == "file"]
+    assert events[-1]["event"] == "done" and events[-1]["kind"] == "directory"
+    assert "as one folder named 'project'" in sender.output("stderr")
 
 
 @pytest.mark.parametrize("client", ["official", "william"])
