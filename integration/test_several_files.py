@@ -301,3 +301,46 @@ def test_the_library_receives_several_files(peers: Peers, tmp_path: Path,
     assert lib.stdout.split() == ["FilesOffer", "6", "dest"]
     ok(sender.finish(60))
     assert tree_of(dest) == expected_tree(src)
+
+
+HOSTILE_MANIFEST = """
+import asyncio, json, os, sys
+from hilltop import install_asyncio_reactor
+
+async def main(code, path):
+    from hilltop import Wormhole
+    w = Wormhole(relay_url=os.environ["WORMHOLE_RELAY_URL"])
+    try:
+        w.set_code(code)
+        await w.get_peer_versions()
+        w.send_message(b'{"transit": {"abilities-v1": [], "hints-v1": []}}')
+        entries = [{"path": "innocent.txt", "size": 4}, {"path": path, "size": 7}]
+        w.send_message(json.dumps({"offer": {"hilltop-files": {"entries": entries}}}).encode())
+        print(json.loads(await w.get_message())["error"], flush=True)
+    finally:
+        await w.close()
+
+loop = asyncio.new_event_loop()
+install_asyncio_reactor(loop)
+loop.run_until_complete(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+@pytest.mark.parametrize(("path", "why"), [("../escaped.txt", "contains '..'"),
+                                           ("/tmp/absolute.txt", "is an absolute path"),
+                                           ("INNOCENT.txt", "clashes with")])
+def test_a_hostile_manifest_is_refused_before_anything_is_written(
+        peers: Peers, tmp_path: Path, fresh_code: str, path: str, why: str) -> None:
+    dest = tmp_path / "dest" / "inner"
+    dest.mkdir(parents=True)
+    receiver = peers.hilltop("receive", "--accept-file", fresh_code, cwd=dest)
+    env = dict(os.environ, WORMHOLE_RELAY_URL=peers.servers.relay_url)
+    evil = subprocess.run([sys.executable, "-c", HOSTILE_MANIFEST, fresh_code, path],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert evil.returncode == 0, evil.stderr
+    assert why in evil.stdout  # the sender is told why
+    r = receiver.finish(60)
+    assert r.returncode == 1, r.describe()
+    assert f"refusing the offered files: entry {path!r} {why}" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert list((tmp_path / "dest").rglob("*")) == [dest]  # nothing inside or beside it
