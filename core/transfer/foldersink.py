@@ -178,9 +178,9 @@ class _Unpacker(Offered):
         self._where = ""  # its path, for error messages
         self._relative_paths: list[str] = []  # of each member, in archive order
         self._central_index = 0
-        self._umask = _umask_shown_by(self.path)
+        self._umask = umask_shown_by(self.path)
         try:  # private while it fills: its files get their narrowed modes only at the end
-            os.chmod(self.path, _PRIVATE_FOLDER)
+            os.chmod(self.path, PRIVATE_FOLDER)
         except OSError as err:
             raise io_error(err, f"making {self.path!r} private") from None
         self._plain_file_mode = received_mode(None, umask=self._umask, is_dir=False)
@@ -287,33 +287,39 @@ class DirectorySink(Sink):
         self._spool = _Unpacker(self._parent, self._name, offer)
 
     def _publish(self) -> None:
-        # mkdir is exclusive, and rename() onto an empty directory replaces it: together they
-        # never overwrite anything, even if the target appears while we extract.
-        source = self._spool.path
-        try:
-            os.mkdir(self.target, 0o700)
-        except FileExistsError:
-            raise appeared(self.target) from None
-        except OSError as err:
-            raise io_error(err, f"creating {self.target!r}") from None
-        try:
-            os.rename(source, self.target)
-            self._spool.release()
-        except OSError as err:
-            with contextlib.suppress(OSError):
-                os.rmdir(self.target)
-            if err.errno in (errno.EEXIST, errno.ENOTEMPTY):
-                raise appeared(self.target) from None
-            raise io_error(err, f"moving the received folder to {self.target!r}") from None
+        publish_folder(self._spool.path, self.target)
+        self._spool.release()
 
 
-_PRIVATE_FOLDER = 0o700
+def publish_folder(source: str, target: str) -> None:
+    """Give the complete folder ``source`` its final name ``target``, never overwriting.
+
+    mkdir is exclusive, and rename() onto an empty directory replaces it: together they
+    never overwrite anything, even if the target appears while we extract.
+    """
+    try:
+        os.mkdir(target, 0o700)
+    except FileExistsError:
+        raise appeared(target) from None
+    except OSError as err:
+        raise io_error(err, f"creating {target!r}") from None
+    try:
+        os.rename(source, target)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            os.rmdir(target)
+        if err.errno in (errno.EEXIST, errno.ENOTEMPTY):
+            raise appeared(target) from None
+        raise io_error(err, f"moving the received folder to {target!r}") from None
+
+
+PRIVATE_FOLDER = 0o700
 """The hidden temporary folder's mode until it is complete. Why: every file in it is created
 with the umask default and narrowed (a sent 0o600 key) only once the archive's central
 directory has been read, at the end; until then only the receiver may look inside."""
 
 
-def _umask_shown_by(folder: str) -> int:
+def umask_shown_by(folder: str) -> int:
     """The receiver's umask, read off ``folder``, which was just made with mode 0o777.
 
     Not ``os.umask()``: it can only be read by setting it, for the whole process, while

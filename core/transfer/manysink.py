@@ -19,14 +19,11 @@ import errno
 import os
 
 from hilltop.transfer import filesink
-from hilltop.transfer.filesink import Offered, Sink, appeared, io_error
-from hilltop.transfer.foldersink import _umask_shown_by
+from hilltop.transfer.filesink import Offered, Sink, io_error, publish_file
+from hilltop.transfer.foldersink import PRIVATE_FOLDER, publish_folder, umask_shown_by
 from hilltop.transfer.manifest import FilesOffer
 from hilltop.transfer.modes import received_mode
 from hilltop.transfer.partials import OPEN_FLAGS, claim_folder, remove_tree
-
-_PRIVATE_FOLDER = 0o700
-"""The staging folder's mode while it fills (files get their narrowed modes at the end)."""
 
 
 def staging_name(offer: FilesOffer) -> str:
@@ -45,14 +42,14 @@ class _Staging(Offered):
         except OSError as err:
             raise io_error(err, f"creating a temporary folder in {directory!r}") from None
         self._offer = offer
-        self._umask = _umask_shown_by(self.path)
+        self._umask = umask_shown_by(self.path)
         self._fd: int | None = None
         self._left = 0
         self._where = ""
         self._next = 0  # index of the next entry to open
         self._made = {self.path}
         try:
-            os.chmod(self.path, _PRIVATE_FOLDER)
+            os.chmod(self.path, PRIVATE_FOLDER)
             self._open_through_empty()
         except OSError as err:
             self.discard()
@@ -156,42 +153,7 @@ class FilesSink(Sink):
         for top in self.offer.tops():
             source, target = self._spool.item(top.name), os.path.join(self.directory, top.name)
             if top.is_dir:
-                _place_folder(source, target)
+                publish_folder(source, target)
             else:
-                _place_file(source, target)
+                publish_file(source, target)
         self._spool.finished()
-
-
-def _place_file(source: str, target: str) -> None:
-    try:
-        os.link(source, target, follow_symlinks=False)  # fails if the name exists
-    except FileExistsError:
-        raise appeared(target) from None
-    except OSError:  # no hard links here (FAT, some network mounts): check, then rename
-        if os.path.lexists(target):
-            raise appeared(target) from None
-        try:
-            os.replace(source, target)
-        except OSError as err:
-            raise io_error(err, f"saving {target!r}") from None
-        return
-    with contextlib.suppress(OSError):
-        os.unlink(source)
-
-
-def _place_folder(source: str, target: str) -> None:
-    # mkdir is exclusive, and rename() onto an empty folder replaces it: never an overwrite
-    try:
-        os.mkdir(target, 0o700)
-    except FileExistsError:
-        raise appeared(target) from None
-    except OSError as err:
-        raise io_error(err, f"creating {target!r}") from None
-    try:
-        os.rename(source, target)
-    except OSError as err:
-        with contextlib.suppress(OSError):
-            os.rmdir(target)
-        if err.errno in (errno.EEXIST, errno.ENOTEMPTY):
-            raise appeared(target) from None
-        raise io_error(err, f"moving {target!r} into place") from None
