@@ -151,8 +151,10 @@ def checked_offer(entries: tuple[ManifestEntry, ...]) -> FilesOffer:
         raise ProtocolError(f"peer sent a files offer of more than {MAX_ENTRIES} entries")
     cleaned: list[ManifestEntry] = []
     seen: dict[str, str] = {}
-    file_keys: set[str] = set()
-    folder_keys: set[str] = set()
+    # Hashes, not strings, as in the zip checker: a path 256 folders deep has 256 prefixes
+    # of up to 4,000 bytes each. A collision only refuses.
+    file_keys: set[int] = set()
+    folder_keys: set[int] = set()
     for entry in entries:
         parts = safe_parts(entry.path, _refuse)
         if not parts:
@@ -170,17 +172,16 @@ def checked_offer(entries: tuple[ManifestEntry, ...]) -> FilesOffer:
                    "or Unicode-normalising disks)")
             raise _refuse(entry.path, why)
         seen[key] = path + "/" if entry.is_dir else path
-        folders = [clash_key("/".join(parts[:i])) for i in range(1, len(parts))]
-        if entry.is_dir:
-            folders.append(key)
-        else:
-            file_keys.add(key)
-        folder_keys.update(folders)
+        slash = key.find("/")
+        while slash >= 0:
+            folder_keys.add(hash(key[:slash]))
+            slash = key.find("/", slash + 1)
+        (folder_keys if entry.is_dir else file_keys).add(hash(key))
         cleaned.append(ManifestEntry(path + "/" if entry.is_dir else path, entry.size,
                                      entry.mode))
-    both = file_keys & folder_keys
-    if both:
-        raise _refuse(seen[min(both)].rstrip("/"), "is both a file and a folder")
+    if file_keys & folder_keys:
+        both = next(p for p in cleaned if not p.is_dir and hash(clash_key(p.path)) in folder_keys)
+        raise _refuse(both.path, "is both a file and a folder")
     return FilesOffer(tuple(cleaned))
 
 
