@@ -344,3 +344,32 @@ def test_a_hostile_manifest_is_refused_before_anything_is_written(
     assert f"refusing the offered files: entry {path!r} {why}" in r.stderr
     assert "Traceback" not in r.stderr
     assert list((tmp_path / "dest").rglob("*")) == [dest]  # nothing inside or beside it
+
+
+def test_output_names_the_folder_they_go_into(peers: Peers, tmp_path: Path,
+                                              fresh_code: str) -> None:
+    src, dest = tmp_path / "src", tmp_path / "dest"
+    src.mkdir()
+    (dest / "inbox").mkdir(parents=True)
+    args = make_sources(src)
+    sender = peers.hilltop("send", "--code", fresh_code, *args, cwd=src)
+    receiver = peers.hilltop("receive", "--accept-file", "-o", "inbox", fresh_code, cwd=dest)
+    ok(receiver.finish(120))
+    ok(sender.finish(60))
+    assert tree_of(dest / "inbox") == expected_tree(src)
+    assert [p.name for p in dest.iterdir()] == ["inbox"]
+
+
+def test_output_that_is_not_a_folder_is_refused(peers: Peers, tmp_path: Path,
+                                                fresh_code: str) -> None:
+    src, dest = tmp_path / "src", tmp_path / "dest"
+    src.mkdir()
+    dest.mkdir()
+    args = make_sources(src)
+    sender = peers.hilltop("send", "--code", fresh_code, *args, cwd=src)
+    receiver = peers.hilltop("receive", "--accept-file", "-o", "new", fresh_code, cwd=dest)
+    r = receiver.finish(60)
+    assert r.returncode == 5, r.describe()
+    assert "with several files, -o must name an existing folder" in r.stderr
+    assert sender.finish(60).returncode == 4
+    assert list(dest.iterdir()) == []
