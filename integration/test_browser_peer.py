@@ -255,3 +255,19 @@ def test_an_unreachable_mailbox_is_said_plainly(lab: BrowserLab) -> None:
     end = page_end(page)
     assert end["state"] == "error"
     assert "cannot reach the mailbox server ws://198.18.0.1:4999/v1" in end["error"], end
+
+
+def test_several_files_arrive_as_one_zip(lab: BrowserLab, tmp_path: Path) -> None:
+    """The page lists no files-v1, so `send --browser a b` sends it one folder, as to official."""
+    (tmp_path / "one.txt").write_text("one\n")
+    (tmp_path / "two.txt").write_text("two\n")
+    sender, url = send_browser(lab, "one.txt", "two.txt", cwd=tmp_path)
+    downloads = tmp_path / "downloads"
+    page = lab.browser("several-in", "--url", url, "--downloads", str(downloads))
+    end = page_end(page)
+    assert end["state"] == "done", page.describe()
+    assert sender.finish(60) == 0, sender.describe()
+    (archive,) = downloads.glob("*.zip")
+    with zipfile.ZipFile(archive) as z:
+        assert sorted(n.rsplit("/", 1)[-1] for n in z.namelist() if not n.endswith("/")) \
+            == ["one.txt", "two.txt"]
