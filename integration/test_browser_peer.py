@@ -9,6 +9,7 @@ Screenshots go to ``$HILLTOP_SHOTS`` when that is set (the closing note's pictur
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import zipfile
@@ -271,3 +272,15 @@ def test_several_files_arrive_as_one_zip(lab: BrowserLab, tmp_path: Path) -> Non
     with zipfile.ZipFile(archive) as z:
         assert sorted(n.rsplit("/", 1)[-1] for n in z.namelist() if not n.endswith("/")) \
             == ["one.txt", "two.txt"]
+
+
+def test_page_shows_the_same_verifier(lab: BrowserLab) -> None:
+    """Both sides derive one key: the page's verifier is the one `--json` reports."""
+    sender, url = send_browser(lab, "--json", "--text", "compare me")
+    page = lab.browser("verifier", "--url", url)
+    end = page_end(page)
+    assert end["state"] == "done", page.describe()
+    assert sender.finish(30) == 0, sender.describe()
+    events = [json.loads(line) for line in sender.stdout.splitlines() if line.startswith("{")]
+    (verifier,) = [e["verifier"] for e in events if e.get("event") == "verifier"]
+    assert end["verifier"] == verifier and len(verifier) == 64

@@ -116,6 +116,8 @@ try {
     text: document.getElementById("text-out").hidden ? null : document.getElementById("text-out").textContent,
     result: document.getElementById("result").hidden ? null : document.getElementById("result").textContent,
     sha256: document.body.dataset.sha256 ?? null,
+    verifier: document.getElementById("verifier").hidden ? null
+      : document.getElementById("verifier").textContent.replace("Verifier: ", ""),
   }));
   await shot("after");
   if (downloads && end.state === "done" && end.sha256) {

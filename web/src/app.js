@@ -48,6 +48,12 @@ function peerSpeaksWebrtc(versions) {
   return !!(entry && Array.isArray(entry.transports) && entry.transports.includes("webrtc"));
 }
 
+/** The verifier, for comparing with a sender that runs `wormhole send --verify`. */
+function showVerifier(w) {
+  $("verifier").textContent = `Verifier: ${w.verifier()}`;
+  $("verifier").hidden = false;
+}
+
 function transitMessage() {
   return { transit: { "abilities-v1": [{ type: HINT.type }], "hints-v1": [HINT] } };
 }
@@ -103,6 +109,7 @@ async function receive(settings, code) {
   try {
     await w.setCode(code);
     const versions = await w.versions();
+    showVerifier(w);
     for (;;) {
       const msg = await w.next();
       if (msg.error) throw new Error(`the sender abandoned the transfer: ${msg.error}`);
@@ -214,6 +221,7 @@ async function send(settings, what) {
     $("code-out").hidden = false;
     setState("working", `Wormhole code: ${code} (on the other computer: wormhole receive ${code})`);
     const versions = await w.versions();
+    showVerifier(w);
     if (what.text !== undefined) {
       w.send({ offer: { message: what.text } });
       const answer = await nextAnswer(w);
