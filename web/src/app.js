@@ -7,6 +7,7 @@ import { Wormhole, WrongCodeError } from "./wormhole.js";
 import { HINT, describePath, handshake, openChannel } from "./transit.js";
 import { openSink } from "./sink.js";
 import { parseFragment } from "./settings.js";
+import { safeName, size } from "./format.js";
 
 const $ = (id) => document.getElementById(id);
 const WORDS = wordsText.split("\n").filter((l) => l && !l.startsWith("#"))
@@ -20,13 +21,6 @@ function pickWord(position) {
   return position % 2 === 0 ? row[2] : row[1];  // odd (3-syllable) words first
 }
 
-export function size(n) {
-  if (n < 1000) return `${n} B`;
-  const units = ["kB", "MB", "GB", "TB"];
-  let v = n / 1000, i = 0;
-  while (v >= 1000 && i < units.length - 1) { v /= 1000; i++; }
-  return `${v.toFixed(1)} ${units[i]}`;
-}
 
 function setState(state, text) {
   document.body.dataset.state = state;
@@ -132,8 +126,12 @@ async function receive(settings, code) {
         w.send({ error: "transfer rejected: a browser can receive files only over WebRTC" });
         throw new Error(`the sender has no WebRTC transport. ${NEEDS_WEBRTC}`);
       }
-      const name = offer.file ? file.filename : `${file.dirname}.zip`;
+      const name = offer.file ? safeName(file.filename) : `${safeName(file.dirname)}.zip`;
       const total = offer.file ? file.filesize : file.zipsize;
+      if (!Number.isSafeInteger(total) || total < 0) {
+        w.send({ error: "transfer rejected" });
+        throw new Error("the sender's offer has no usable size");
+      }
       await receiveFile(settings, w, name, total, offer.directory ? " (a folder, as a zip)" : "");
       return;
     }

@@ -141,3 +141,15 @@ test("settings from the URL fragment", async () => {
   assert.deepEqual(s.iceServers, [{ urls: "stun:h:3478" },
     { urls: "turn:h:3478", username: "u", credential: "p" }]);
 });
+
+test("offered names lose their folders; sizes read as official shows them", async () => {
+  const { safeName, size } = await import("../src/format.js");
+  assert.equal(safeName("../../etc/passwd"), "passwd");
+  assert.equal(safeName("a\\b\\c.txt"), "c.txt");
+  assert.equal(safeName(".."), "download");
+  assert.equal(safeName(""), "download");
+  assert.equal(safeName("ünïcode name.bin"), "ünïcode name.bin");
+  assert.equal(size(999), "999 B");
+  assert.equal(size(50_000_000), "50.0 MB");
+  assert.equal(size(1_234_567_890), "1.2 GB");
+});
