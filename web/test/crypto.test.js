@@ -127,29 +127,3 @@ test("records: a reader opens what a writer framed, in pieces, and insists on th
   replay.feed(frames[0]);
   assert.throws(() => replay.feed(frames[0]), /record/);
 });
-
-test("settings from the URL fragment", async () => {
-  const { parseFragment, PUBLIC_MAILBOX, PUBLIC_MAILBOX_TLS } = await import("../src/settings.js");
-  assert.deepEqual(parseFragment("#7-guitarist-revenge"),
-    { code: "7-guitarist-revenge", mailbox: PUBLIC_MAILBOX, iceServers: [], relayOnly: false });
-  assert.equal(parseFragment("", "https:").mailbox, PUBLIC_MAILBOX_TLS);
-  const s = parseFragment("#code=3-a-b&mailbox=ws%3A%2F%2F198.18.0.1%3A4000%2Fv1"
-    + "&stun=stun:h:3478&turn=turn:h:3478&turn-user=u&turn-password=p&relay-only=1");
-  assert.equal(s.relayOnly, true);
-  assert.equal(s.code, "3-a-b");
-  assert.equal(s.mailbox, "ws://198.18.0.1:4000/v1");
-  assert.deepEqual(s.iceServers, [{ urls: "stun:h:3478" },
-    { urls: "turn:h:3478", username: "u", credential: "p" }]);
-});
-
-test("offered names lose their folders; sizes read as official shows them", async () => {
-  const { safeName, size } = await import("../src/format.js");
-  assert.equal(safeName("../../etc/passwd"), "passwd");
-  assert.equal(safeName("a\\b\\c.txt"), "c.txt");
-  assert.equal(safeName(".."), "download");
-  assert.equal(safeName(""), "download");
-  assert.equal(safeName("ünïcode name.bin"), "ünïcode name.bin");
-  assert.equal(size(999), "999 B");
-  assert.equal(size(50_000_000), "50.0 MB");
-  assert.equal(size(1_234_567_890), "1.2 GB");
-});
