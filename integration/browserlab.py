@@ -73,9 +73,16 @@ class BrowserLab(NamespaceLab):
             self.ip("-n", net, "link", "set", f"v{host}", "master", "br0", "up")
             self.ip("-n", ns, "addr", "add", f"198.18.0.{n}/24", "dev", "eth0")
             self.ip("-n", ns, "link", "set", "eth0", "up")
-        self.run("net", "mailbox", [str(self.twist), "wormhole-mailbox",
-                                    "--port", "tcp:4000:interface=198.18.0.1"])
+        self.start_mailbox()
+
+    def start_mailbox(self, name: str = "mailbox") -> Proc:
+        """The official mailbox on 198.18.0.1:4000, its channels in a file (they survive a
+        restart, as on a real server)."""
+        mailbox = self.run("net", name, [str(self.twist), "wormhole-mailbox",
+                                         "--port", "tcp:4000:interface=198.18.0.1",
+                                         "--channel-db", str(self.workdir / "channel.sqlite")])
         self.wait_listening("net", 4000)
+        return mailbox
 
     def start_turn(self) -> tuple[str, str, str]:
         """Debian's coturn in ``net`` (STUN and TURN on 198.18.0.1:3478, relaying only within

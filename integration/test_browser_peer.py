@@ -284,3 +284,20 @@ def test_page_shows_the_same_verifier(lab: BrowserLab) -> None:
     events = [json.loads(line) for line in sender.stdout.splitlines() if line.startswith("{")]
     (verifier,) = [e["verifier"] for e in events if e.get("event") == "verifier"]
     assert end["verifier"] == verifier and len(verifier) == 64
+
+
+def test_page_reconnects_when_the_mailbox_restarts(lab: BrowserLab) -> None:
+    """The page survives a mailbox restart after it got its code, as official clients do:
+    it binds again with the same side, reopens the mailbox and resends what was not echoed."""
+    page = lab.browser("reconnect", "--url", lab.static_host() + f"#mailbox={MAILBOX}",
+                       "--send-text", "after a restart")
+    code = page_code(page)
+    (mailbox,) = [p for p in lab.procs if p.name == "mailbox"]
+    mailbox.kill()
+    lab.start_mailbox("mailbox-again")
+    receiver = lab.run("a", "recv-after", [*hilltop_command(), "--relay-url", MAILBOX,
+                                           "receive", code])
+    assert receiver.finish(60) == 0, receiver.describe()
+    assert "after a restart" in receiver.stdout
+    end = page_end(page)
+    assert end["state"] == "done", page.describe()

@@ -62,6 +62,8 @@ export function pageAppVersions() {
 }
 
 export class Wormhole {
+  static GIVE_UP_MS = 120000;
+
   /**
    * @param {string} url mailbox WebSocket URL (ws:// or wss://)
    * @param {object} [options] appid, appVersions, WebSocket (a constructor, for tests),
@@ -90,9 +92,16 @@ export class Wormhole {
     this.nameplate = null;
     this.released = false;
     this.closing = false;
+    this.unechoed = new Map();  // phase -> hex body of our adds not yet echoed
+    this.everConnected = false;
+    this.retryDelay = 1000;
+    this.reconnectingSince = 0;
     this.connected = this.connect();
   }
 
+  /** Open the WebSocket. The first connection failing is fatal (as in the official client);
+   * a later drop is retried with backoff: bind with the same side, claim again unless
+   * released, open the mailbox again and resend every ``add`` the server has not echoed. */
   connect() {
     const ready = deferred();
     let ws;
@@ -104,21 +113,31 @@ export class Wormhole {
       return Promise.reject(error);
     }
     this.ws = ws;
+    let opened = false;
     ws.onopen = () => {
+      opened = true;
       this.sendServer({ type: "bind", appid: this.appid, side: this.side,
         client_version: ["hilltop-browser", PAGE_VERSION] });
+      if (this.everConnected) this.rejoin();
+      this.everConnected = true;
+      this.retryDelay = 1000;
       ready.resolve();
     };
     ws.onerror = () => {
+      if (this.everConnected) return;  // onclose decides: retry
       const error = new MailboxError(`cannot reach the mailbox server ${this.url}`);
       ready.reject(error);
       this.fail(error);
     };
     ws.onclose = () => {
-      if (!this.closing) {
+      if (this.closing || this.failed) {
+        this.closed.resolve();
+      } else if (this.everConnected) {
+        this.reconnectLater(opened);
+      } else {
         this.fail(new MailboxError("the mailbox server closed the connection"));
+        this.closed.resolve();
       }
-      this.closed.resolve();
     };
     ws.onmessage = (event) => {
       try {
@@ -128,6 +147,28 @@ export class Wormhole {
       }
     };
     return ready.promise;
+  }
+
+  reconnectLater(wasOpen) {
+    if (wasOpen) this.reconnectingSince = Date.now();
+    if (Date.now() - this.reconnectingSince > Wormhole.GIVE_UP_MS) {
+      this.fail(new MailboxError("lost the mailbox server and could not reconnect"));
+      this.closed.resolve();
+      return;
+    }
+    this.onStatus("lost the mailbox server, reconnecting");
+    setTimeout(() => {
+      if (!this.closing && !this.failed) this.connect().catch(() => {});
+    }, this.retryDelay);
+    this.retryDelay = Math.min(this.retryDelay * 2, 10000);
+  }
+
+  rejoin() {
+    if (this.nameplate && !this.released) {
+      this.sendServer({ type: "claim", nameplate: this.nameplate });
+    }
+    if (this.mailbox) this.sendServer({ type: "open", mailbox: this.mailbox });
+    for (const [phase, body] of this.unechoed) this.sendServer({ type: "add", phase, body });
   }
 
   fail(error) {
@@ -142,7 +183,8 @@ export class Wormhole {
 
   sendServer(msg) {
     msg.id = toHex(randomBytes(2));
-    this.ws.send(JSON.stringify(msg));
+    // while reconnecting an add waits in unechoed and is sent again once we are back
+    if (this.ws.readyState === 1) this.ws.send(JSON.stringify(msg));
   }
 
   /** Ask the server for a nameplate and make a code of ``words`` PGP words (``pick(i)``
@@ -191,6 +233,7 @@ export class Wormhole {
         return;
       }
       case "claimed":
+        if (this.mailbox) return;  // claimed again after a reconnection: already open
         this.mailbox = msg.mailbox;
         this.sendServer({ type: "open", mailbox: msg.mailbox });
         this.pake = new Spake2(utf8(this.code), utf8(this.appid));
@@ -212,11 +255,16 @@ export class Wormhole {
   }
 
   addPhase(phase, body) {
-    this.sendServer({ type: "add", phase, body: toHex(body) });
+    const hex = toHex(body);
+    this.unechoed.set(phase, hex);  // until the server echoes it back to us
+    this.sendServer({ type: "add", phase, body: hex });
   }
 
   fromPeer(msg) {
-    if (msg.side === this.side) return;  // our own echo
+    if (msg.side === this.side) {  // our own echo: the server has it
+      this.unechoed.delete(msg.phase);
+      return;
+    }
     const id = `${msg.side}/${msg.phase}`;
     if (this.seen.has(id)) return;
     this.seen.add(id);
