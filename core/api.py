@@ -357,7 +357,7 @@ def _side_channel(data: bytes) -> str | None:
 
     try:
         msg = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(msg, dict) or len(msg) != 1:
         return None

@@ -395,8 +395,8 @@ class Mailbox:
                 pass  # acks and unknown types carry nothing we need
 
     def _on_allocated(self, nameplate: str) -> None:
-        if self._allocate_words is None or self.code is not None:
-            return
+        if self._allocate_words is None or self.stage is not Stage.NO_CODE:
+            return  # unasked for, or too late: we are closing (a server may send anything)
         words = codes.words_from_bytes(self._random(self._allocate_words))
         self._allocate_words = None
         self.set_code("-".join([nameplate, *words]))
@@ -404,8 +404,8 @@ class Mailbox:
     def _on_claimed(self, mailbox: str) -> None:
         if self.plate is Plate.CLAIMING:
             self.plate = _move(PLATE_MOVES, self.plate, "claimed")
-        if self.mailbox_id is not None:
-            return  # a re-claim after reconnecting: the mailbox is already open again
+        if self.mailbox_id is not None or self.stage is Stage.CLOSING:
+            return  # a re-claim after reconnecting (the mailbox is open again), or too late
         self.mailbox_id = mailbox
         self._send("open", mailbox=mailbox)
         if self._pake is not None and "pake" not in self._pending:
@@ -415,6 +415,8 @@ class Mailbox:
         if msg.side == self.side:
             self._pending.pop(msg.phase, None)  # our own echo: the server has it now
             return
+        if self.stage is Stage.CLOSING:
+            return  # the peer's PAKE arriving after we closed must not start a key exchange
         if self._peer_side is None:
             self._peer_side = msg.side
         elif msg.side != self._peer_side:
@@ -502,7 +504,7 @@ class Mailbox:
     def _on_peer_version(self, plaintext: bytes) -> None:
         try:
             versions = json.loads(plaintext.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
+        except (UnicodeDecodeError, ValueError, RecursionError):
             raise ProtocolError("the peer's version message is not JSON") from None
         app_versions = versions.get("app_versions") if isinstance(versions, dict) else None
         self.stage = _move(STAGE_MOVES, self.stage, "confirm")
