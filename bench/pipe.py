@@ -26,14 +26,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import (  # noqa: E402 - the sibling bench module, found through the path above
     HILLTOP,
-    NETNS_RUN,
     OFFICIAL,
     Bench,
     Proc,
     Result,
     Series,
     compile_like_an_install,
-    loopback_only,
+    enter_loopback_namespace,
     make_file,
     parse_size,
     report,
@@ -109,11 +108,7 @@ def main() -> int:
                     help="let hilltop race webrtc too (default: off, as in bench/run.py)")
     args = ap.parse_args()
 
-    if not loopback_only():
-        if os.environ.get("HILLTOP_BENCH_IN_NETNS"):
-            raise SystemExit("still not loopback-only inside netns-run; refusing to run")
-        os.environ["HILLTOP_BENCH_IN_NETNS"] = "1"
-        os.execv(str(NETNS_RUN), [str(NETNS_RUN), sys.executable, *sys.argv])
+    enter_loopback_namespace()
 
     size = parse_size(args.size)
     data = Path(args.data)

@@ -32,11 +32,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import (  # noqa: E402 - the shared bench helpers live beside this file
     HILLTOP,
-    NETNS_RUN,
     OFFICIAL,
     Bench,
     compile_like_an_install,
-    loopback_only,
+    enter_loopback_namespace,
     make_file,
     parse_size,
     without_webrtc,
@@ -150,11 +149,7 @@ def main() -> int:
                     help="MB/s of the throttled relay link (50; 0 skips that link)")
     ap.add_argument("--data", default=os.environ.get("BENCH_DATA", "/tmp/hilltop-bench"))
     args = ap.parse_args()
-    if not loopback_only():
-        if os.environ.get("HILLTOP_BENCH_IN_NETNS"):
-            raise SystemExit("still not loopback-only inside netns-run; refusing to run")
-        os.environ["HILLTOP_BENCH_IN_NETNS"] = "1"
-        os.execv(str(NETNS_RUN), [str(NETNS_RUN), sys.executable, *sys.argv])
+    enter_loopback_namespace()
 
     size = parse_size(args.size)
     data = Path(args.data)

@@ -50,11 +50,7 @@ def main() -> int:
                     help="where test data is cached")
     args = ap.parse_args()
 
-    if not run.loopback_only():
-        if os.environ.get("HILLTOP_BENCH_IN_NETNS"):
-            raise SystemExit("still not loopback-only inside netns-run; refusing to run")
-        os.environ["HILLTOP_BENCH_IN_NETNS"] = "1"
-        os.execv(str(run.NETNS_RUN), [str(run.NETNS_RUN), sys.executable, *sys.argv])
+    run.enter_loopback_namespace()
     subprocess.run(["ip", "addr", "add", "127.0.0.2/8", "dev", "lo"], check=False,
                    capture_output=True)
 

@@ -27,10 +27,11 @@ import click
 from hilltop.cli import output
 
 if TYPE_CHECKING:
+    from hilltop.transfer.manifest import FilesOffer
     from hilltop.transfer.offers import DirectoryOffer, FileOffer, StreamOffer, TextOffer
     from hilltop.transit.options import AttemptNote
 
-    Offer = TextOffer | FileOffer | DirectoryOffer | StreamOffer
+    Offer = TextOffer | FileOffer | DirectoryOffer | StreamOffer | FilesOffer
 
 PROGRESS_INTERVAL = 0.1
 """Seconds between two ``progress`` events at most 10 a second: enough for a live display,
@@ -147,6 +148,9 @@ def offer(direction: str, what: Offer, human: str | None) -> None:
         fields = {"kind": "stream", "name": what.name}  # its length is known only at the end
     elif isinstance(what, offers.FileOffer):
         fields = {"kind": "file", "name": what.filename, "size": what.filesize}
+    elif isinstance(what, offers.FilesOffer):
+        fields = {"kind": "files", "size": what.numbytes, "files": what.numfiles,
+                  "items": [top.name for top in what.tops()]}
     else:
         fields = {"kind": "directory", "name": what.dirname, "size": what.numbytes,
                   "files": what.numfiles, "wire_size": what.zipsize}

@@ -34,6 +34,7 @@ class TransferProgress:
         self._events = events.ProgressEvents(total)
         self._bars = ExitStack()
         self._advance = _ignore
+        self._bar: Any = None
         self._started: float | None = None
         self._via = ""
         self._skipped = 0
@@ -56,6 +57,14 @@ class TransferProgress:
                 unit_divisor=1000,
                 file=self._stream, dynamic_ncols=True, leave=False))
             self._advance = bar.update
+            self._bar = bar
+
+    def line(self, text: str) -> None:
+        """A status line above the bar, which is redrawn under it (several files' lines)."""
+        if self._bar is not None:
+            self._bar.write(output.terminal_safe(text), file=self._stream)
+        else:
+            output.status(text, self._stream)
 
     def skip(self, nbytes: int) -> None:
         """The first ``nbytes`` were kept from an interrupted transfer (resume): the bar
@@ -71,6 +80,7 @@ class TransferProgress:
     def close(self) -> None:
         """Take the bar off the screen (leave=False erases it) before anything else is said."""
         self._advance = _ignore
+        self._bar = None
         self._bars.close()
 
     def summary(self, verb: str) -> str:

@@ -63,7 +63,7 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, alloca
             zero_mode: bool, verify: bool, hide_progress: bool, only_text: bool, accept_file: bool,
             output_file: str | None, no_resume: bool, listen: bool, transports: str | None,
             lan: bool, interface: str | None) -> None:
-    """Receive a text message, file, or directory (from 'wormhole send')."""
+    """Receive a text message, file, directory, or several files (from 'wormhole send')."""
     typed = "-".join(code) if code else None
     if allocate and (typed is not None or zero_mode or lan or interface):
         raise click.UsageError("--allocate makes the code: give no code, -0 or --lan with it")
@@ -156,6 +156,10 @@ async def _receive(reactor: Any, w: api.Wormhole, choices: _Choices) -> int:
     assert peer_transit is not None
     if isinstance(offer, offers.StreamOffer):
         return await _receive_stream(reactor, w, offer, peer_transit, choices)
+    if isinstance(offer, offers.FilesOffer):
+        from hilltop.cli.several import receive_files
+
+        return await receive_files(reactor, w, offer, peer_transit, choices)
     return await _receive_file(reactor, w, offer, peer_transit, choices)
 
 
@@ -203,7 +207,7 @@ async def _receive_file(reactor: Any, w: api.Wormhole,
                 reactor, w, peer_transit, sink, size, choices.options,
                 on_connected=lambda desc: shown.connected(f"Receiving (->{desc})...", desc),
                 progress=shown.update,
-                on_unacknowledged=lambda why: _warn_unacknowledged(shown, why),
+                on_unacknowledged=lambda why: warn_unacknowledged(shown, why),
                 on_resume=lambda offset, why: show_resume(shown, offset, why),
             )
         except BaseException:
@@ -250,7 +254,7 @@ async def _receive_stream(reactor: Any, w: api.Wormhole, offer: offers.StreamOff
             reactor, w, peer_transit, sink, choices.options,
             on_connected=lambda desc: shown.connected(f"Receiving (->{desc})...", desc),
             progress=shown.update,
-            on_unacknowledged=lambda why: _warn_unacknowledged(shown, why),
+            on_unacknowledged=lambda why: warn_unacknowledged(shown, why),
         )
         shown.done("Received", kind="stream",
                    **({} if choices.to_stdout else {"path": os.path.abspath(sink.target)}))
@@ -260,6 +264,6 @@ async def _receive_stream(reactor: Any, w: api.Wormhole, offer: offers.StreamOff
     return 0
 
 
-def _warn_unacknowledged(shown: TransferProgress, why: str) -> None:
+def warn_unacknowledged(shown: TransferProgress, why: str) -> None:
     shown.close()  # every byte is in: the bar goes, so the warning gets a line of its own
     output.status(f"Warning: everything arrived, but the sender may not know ({why})")

@@ -40,7 +40,7 @@ the nameplate; scripts that wait for the code to be used watch for it."""
 
 
 @click.command()
-@click.argument("what", required=False, metavar="[WHAT]")
+@click.argument("paths", nargs=-1, metavar="[WHAT]...")
 @click.option("--text", metavar="MESSAGE",
               help="text message to send, instead of a file; '-' reads it from stdin")
 @click.option("--code", metavar="CODE", help="use this code instead of allocating one")
@@ -64,14 +64,19 @@ the nameplate; scripts that wait for the code to be used watch for it."""
 @lan_flags
 @events.json_flag
 @click.pass_obj
-def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | None,
+def send(opts: GlobalOptions, paths: tuple[str, ...], text: str | None, code: str | None,
          code_length: int, zero_mode: bool, verify: bool, hide_progress: bool, qr: bool,
          stream_name: str | None, ignore_unsendable_files: bool, listen: bool,
          transports: str | None, lan: bool, interface: str | None) -> None:
-    """Send a text message, file, or directory; '-' streams stdin (hilltop receivers only)."""
-    if text is None and what is None:
+    """Send a text message, file, directory, or several of them (one folder for official
+    and wormhole-william receivers); '-' streams stdin (hilltop receivers only)."""
+    what = paths[0] if len(paths) == 1 else None
+    several = len(paths) > 1
+    if several:
+        _check_several(paths, text, stream_name)
+    if text is None and not paths:
         raise click.UsageError("give a file or directory to send, or --text MESSAGE")
-    if text is not None and what is not None:
+    if text is not None and paths:
         raise click.UsageError("give either --text or a file, not both")
     if zero_mode:
         code = zero_mode_code(code, bool(lan or interface), "--code")
@@ -105,6 +110,12 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
                     pipes.answers_for(what, verify) as answer_fd:
                 return await pipes.send_stream(reactor, w, stream, options, announcement,
                                                hide_progress, answer_fd)
+        if several:
+            from hilltop.cli.several import send_files
+            from hilltop.transfer.manysource import open_bundle
+
+            bundle = open_bundle(list(paths), skip_unsendable=ignore_unsendable_files)
+            return await send_files(reactor, w, bundle, options, announcement, hide_progress)
         if what is not None:
             from hilltop.transfer.source import open_source  # the zip writer: only to send a file
 
@@ -145,6 +156,15 @@ def send(opts: GlobalOptions, what: str | None, text: str | None, code: str | No
                 await manager.close()
 
     run(main)
+
+
+def _check_several(paths: tuple[str, ...], text: str | None, stream_name: str | None) -> None:
+    """Several paths: files and folders only (a stream has no size to list)."""
+    if text is not None:
+        raise click.UsageError("give either --text or files, not both")
+    if stream_name is not None or any(pipes.is_stream_path(p) for p in paths):
+        raise click.UsageError("a stream ('-', /dev/stdin on a pipe, a FIFO) is sent on its "
+                               "own, not with other files")
 
 
 @dataclass(frozen=True)
@@ -222,8 +242,12 @@ async def _send_text(reactor: Any, w: api.Wormhole, text: str,
     return 0
 
 
-def describe_offer(offer: offers.FileOffer | offers.DirectoryOffer) -> str:
+def describe_offer(offer: offers.FileOffer | offers.DirectoryOffer | offers.FilesOffer) -> str:
     """The offer in a line, sizes first as official 0.24 words it ("1.2 MB file named 'x'")."""
+    if isinstance(offer, offers.FilesOffer):
+        from hilltop.cli.several import describe_files
+
+        return describe_files(offer)
     if isinstance(offer, offers.FileOffer):
         return f"{readable_size(offer.filesize)} file named '{offer.filename}'"
     return (f"directory named '{offer.dirname}' ({offer.numfiles} files, "
@@ -261,7 +285,9 @@ def show_resume(shown: TransferProgress, offset: int, why: str) -> None:
         output.status(f"Starting from zero: {why}")
 
 
-def offer_kind(offer: offers.FileOffer | offers.DirectoryOffer) -> str:
+def offer_kind(offer: offers.FileOffer | offers.DirectoryOffer | offers.FilesOffer) -> str:
+    if isinstance(offer, offers.FilesOffer):
+        return "files"
     return "file" if isinstance(offer, offers.FileOffer) else "directory"
 
 

@@ -27,11 +27,11 @@ if TYPE_CHECKING:  # a text message imports no transit code
 
     from twisted.internet.interfaces import IReactorTime
 
-    from hilltop.transfer.offers import DirectoryOffer, FileOffer, TransitMsg
+    from hilltop.transfer.offers import DirectoryOffer, FileOffer, FilesOffer, TransitMsg
     from hilltop.transfer.source import Source
     from hilltop.transit.options import TransitOptions
 
-    Accept = Callable[[FileOffer | DirectoryOffer | StreamOffer], bool]
+    Accept = Callable[[FileOffer | DirectoryOffer | StreamOffer | FilesOffer], bool]
     """Asked with the peer's offer; False refuses it."""
 
 APPID = key.APPID
@@ -183,6 +183,25 @@ class Wormhole:
 
         return _dual(go())
 
+    def send_files(self, paths: list[str], *, transit: TransitOptions | None = None,
+                   progress: Callable[[int], None] | None = None) -> DualDeferred[str | None]:
+        """Offer several files and folders under one code (result as for :meth:`send_file`).
+
+        A hilltop peer listing ``files-v1`` gets them as they are (each under its own name);
+        any other peer gets one folder (a zip) holding them, named after their common parent
+        folder (``wormhole-N-items`` if none). Two paths with one name are refused.
+        """
+        from hilltop.transfer.manysource import open_bundle
+
+        async def go() -> str | None:
+            bundle = open_bundle(list(paths))
+            peer = capabilities.from_app_versions(await self.get_peer_versions())
+            ours = capabilities.from_app_versions(self.app_versions).features
+            with bundle.source_for(ours, peer) as source:
+                return await self._send_source(source, transit, progress)
+
+        return _dual(go())
+
     def send_stream(self, fileobj: BinaryIO, name: str, size: int, *,
                     transit: TransitOptions | None = None,
                     progress: Callable[[int], None] | None = None) -> DualDeferred[str | None]:
@@ -209,16 +228,22 @@ class Wormhole:
                      progress: Callable[[int], None] | None = None) -> DualDeferred[str]:
         """Wait for a file or directory offer and save it inside ``directory``.
 
-        ``accept(offer)`` may refuse it. Fires with the saved path. The same safety rules as
-        the CLI apply: no overwriting, no names outside ``directory``, free space checked.
+        ``accept(offer)`` may refuse it. Fires with the saved path (several files, a
+        ``FilesOffer``: ``directory``, each first-level item inside under its own name). The
+        same safety rules as the CLI apply: no overwriting, no names outside ``directory``,
+        free space checked.
         """
         from hilltop.transfer import story, targets
+        from hilltop.transfer.offers import FilesOffer
 
         async def go() -> str:
             offer, peer_transit, options = await self._file_offer(accept, transit)
             if isinstance(offer, StreamOffer):  # a pipe's bytes, length unknown: stream-v1
                 return await self._receive_stream_file(offer, peer_transit, options, directory,
                                                        progress)
+            if isinstance(offer, FilesOffer):
+                return await self._receive_files(offer, peer_transit, options, directory,
+                                                 progress)
             try:
                 target = targets.plan_target(offer, None, directory)
             except HilltopError:
@@ -254,12 +279,30 @@ class Wormhole:
                 return trailer.sha256
             if not isinstance(offer, FileOffer):
                 self.send_message(ErrorMsg("transfer rejected").to_wire())
-                raise LocalError("the peer offered a directory, not a single stream")
+                raise LocalError("the peer offered a directory or several files, not a "
+                                 "single stream")
             return await story.receive_into(
                 self._reactor, self, peer_transit, StreamSink(fileobj, offer.filesize),
                 offer.filesize, options, progress=progress or (lambda _n: None))
 
         return _dual(go())
+
+    async def _receive_files(self, offer: FilesOffer, peer_transit: TransitMsg,
+                             options: TransitOptions, directory: str,
+                             progress: Callable[[int], None] | None) -> str:
+        """Several files (``files-v1``) saved inside ``directory``, all or none."""
+        from hilltop.transfer import story, targets
+        from hilltop.transfer.manysink import FilesSink
+
+        try:
+            where = targets.plan_files(offer, None, directory)
+            sink = FilesSink(where, offer)
+        except HilltopError:
+            self.send_message(ErrorMsg("transfer rejected").to_wire())
+            raise
+        await story.receive_into(self._reactor, self, peer_transit, sink, offer.numbytes,
+                                 options, progress=progress or (lambda _n: None))
+        return where
 
     async def _receive_stream_file(self, offer: StreamOffer, peer_transit: TransitMsg,
                                    options: TransitOptions, directory: str,
@@ -279,7 +322,8 @@ class Wormhole:
         return target
 
     async def _file_offer(self, accept: Accept, transit: TransitOptions | None
-                          ) -> tuple[FileOffer | DirectoryOffer | StreamOffer, TransitMsg,
+                          ) -> tuple[FileOffer | DirectoryOffer | StreamOffer | FilesOffer,
+                                     TransitMsg,
                                      TransitOptions]:
         """(offer, the peer's transit message, our options) once an offer was accepted."""
         from hilltop.transfer import story

@@ -62,6 +62,15 @@ salt, the sender proves over transit that it has the same prefix, and only the r
 so towards them a receive starts at zero and an interrupted one removes its partial.
 """
 
+FILES = "files-v1"
+"""Feature: "I send and receive several files and folders under one code".
+
+A ``hilltop-files`` offer lists every entry (relative name, size, mode as a wish), then the
+files' bytes follow back to back over one transit connection
+(:mod:`hilltop.transfer.manifest`, docs/protocol-extensions.md). Toward a peer without it
+(official, wormhole-william) the same command sends one folder (a zip) instead.
+"""
+
 
 def _aes256gcm_available() -> bool:
     try:
@@ -72,7 +81,7 @@ def _aes256gcm_available() -> bool:
     return bool(lib.crypto_aead_aes256gcm_is_available())
 
 
-FEATURES: tuple[str, ...] = (BIG_RECORDS, UNHASHED_ACK, STREAM, RESUME) + (
+FEATURES: tuple[str, ...] = (BIG_RECORDS, UNHASHED_ACK, STREAM, RESUME, FILES) + (
     (AES_RECORDS,) if _aes256gcm_available() else ())
 """Features this build advertises by default."""
 

@@ -539,22 +539,7 @@ class FileSink(Sink):
         return 0
 
     def _publish(self) -> None:
-        temp = self._spool.path
-        try:
-            # A hard link fails if the name exists, so no race can make us overwrite anything.
-            os.link(temp, self.target, follow_symlinks=False)
-        except FileExistsError:
-            raise appeared(self.target) from None
-        except OSError:
-            # Filesystems without hard links (FAT, some network mounts): check, then rename.
-            if os.path.lexists(self.target):
-                raise appeared(self.target) from None
-            try:
-                os.replace(temp, self.target)
-            except OSError as err:
-                raise io_error(err, f"saving {self.target!r}") from None
-            return
-        _unlink_quietly(temp)
+        publish_file(self._spool.path, self.target)
 
 
 class _KeptSpool(_Spool):
@@ -690,6 +675,26 @@ class ResumableFileSink(FileSink):
     def _publish(self) -> None:
         super()._publish()
         self._spool.published()
+
+
+def publish_file(temp: str, target: str) -> None:
+    """Give the complete file ``temp`` its final name ``target``, never overwriting one that
+    exists (also one that appeared while we received)."""
+    try:
+        # A hard link fails if the name exists, so no race can make us overwrite anything.
+        os.link(temp, target, follow_symlinks=False)
+    except FileExistsError:
+        raise appeared(target) from None
+    except OSError:
+        # Filesystems without hard links (FAT, some network mounts): check, then rename.
+        if os.path.lexists(target):
+            raise appeared(target) from None
+        try:
+            os.replace(temp, target)
+        except OSError as err:
+            raise io_error(err, f"saving {target!r}") from None
+        return
+    _unlink_quietly(temp)
 
 
 def appeared(target: str) -> RejectedError:

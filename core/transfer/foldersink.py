@@ -23,18 +23,16 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import re
 import stat
-import unicodedata
 
 from hilltop._runtime.memory import Trimmer
 from hilltop.errors import ProtocolError
 from hilltop.transfer import filesink  # filesink.write_all: the seam tests patch for a full disk
+from hilltop.transfer.entrynames import clash_key, safe_parts
 from hilltop.transfer.filesink import Offered, Sink, appeared, io_error
 from hilltop.transfer.modes import received_mode
 from hilltop.transfer.offers import DirectoryOffer
 from hilltop.transfer.partials import OPEN_FLAGS, claim_folder, remove_tree
-from hilltop.transfer.targets import MAX_NAME_BYTES
 from hilltop.transfer.zipformat import CENTRAL_HEADER, END_RECORD, LOCAL_HEADER
 from hilltop.transfer.zipreader import (
     CentralEntry,
@@ -44,13 +42,6 @@ from hilltop.transfer.zipreader import (
     ZipStreamReader,
 )
 
-MAX_PATH_BYTES = 4000
-"""Refuse entry paths near PATH_MAX (4096 on Linux) instead of failing halfway through."""
-MAX_PATH_DEPTH = 256
-"""Refuse entry paths nested deeper: os.makedirs and shutil.rmtree (the cleanup) recurse once
-per level, and Linux allows 2,000 levels in PATH_MAX (RecursionError, and a folder left)."""
-
-_DRIVE = re.compile(r"^[A-Za-z]:")
 _ENTRY_HEADERS = LOCAL_HEADER.size + CENTRAL_HEADER.size
 """76 bytes of zip every entry costs besides its name (twice) and data."""
 FOLDER_ENTRY_SLACK = 100
@@ -89,12 +80,7 @@ class _EntryChecker:
                 return None
             raise _refuse(name, "has an empty name")
         path = "/".join(parts)
-        # Case-insensitive disks (macOS, Windows) would merge these, so they count as one.
-        # ("/" neither composes nor folds, so normalising the joined path equals doing it
-        # part by part.)
-        key = unicodedata.normalize("NFC", path).casefold()
-        if key == path:
-            key = path  # one string, not two, for the usual lower-case name
+        key = clash_key(path)  # case-insensitive disks would merge these: they count as one
         seen = self._seen
         if key in seen:
             earlier = seen[key]
@@ -192,9 +178,9 @@ class _Unpacker(Offered):
         self._where = ""  # its path, for error messages
         self._relative_paths: list[str] = []  # of each member, in archive order
         self._central_index = 0
-        self._umask = _umask_shown_by(self.path)
+        self._umask = umask_shown_by(self.path)
         try:  # private while it fills: its files get their narrowed modes only at the end
-            os.chmod(self.path, _PRIVATE_FOLDER)
+            os.chmod(self.path, PRIVATE_FOLDER)
         except OSError as err:
             raise io_error(err, f"making {self.path!r} private") from None
         self._plain_file_mode = received_mode(None, umask=self._umask, is_dir=False)
@@ -301,33 +287,39 @@ class DirectorySink(Sink):
         self._spool = _Unpacker(self._parent, self._name, offer)
 
     def _publish(self) -> None:
-        # mkdir is exclusive, and rename() onto an empty directory replaces it: together they
-        # never overwrite anything, even if the target appears while we extract.
-        source = self._spool.path
-        try:
-            os.mkdir(self.target, 0o700)
-        except FileExistsError:
-            raise appeared(self.target) from None
-        except OSError as err:
-            raise io_error(err, f"creating {self.target!r}") from None
-        try:
-            os.rename(source, self.target)
-            self._spool.release()
-        except OSError as err:
-            with contextlib.suppress(OSError):
-                os.rmdir(self.target)
-            if err.errno in (errno.EEXIST, errno.ENOTEMPTY):
-                raise appeared(self.target) from None
-            raise io_error(err, f"moving the received folder to {self.target!r}") from None
+        publish_folder(self._spool.path, self.target)
+        self._spool.release()
 
 
-_PRIVATE_FOLDER = 0o700
+def publish_folder(source: str, target: str) -> None:
+    """Give the complete folder ``source`` its final name ``target``, never overwriting.
+
+    mkdir is exclusive, and rename() onto an empty directory replaces it: together they
+    never overwrite anything, even if the target appears while we extract.
+    """
+    try:
+        os.mkdir(target, 0o700)
+    except FileExistsError:
+        raise appeared(target) from None
+    except OSError as err:
+        raise io_error(err, f"creating {target!r}") from None
+    try:
+        os.rename(source, target)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            os.rmdir(target)
+        if err.errno in (errno.EEXIST, errno.ENOTEMPTY):
+            raise appeared(target) from None
+        raise io_error(err, f"moving the received folder to {target!r}") from None
+
+
+PRIVATE_FOLDER = 0o700
 """The hidden temporary folder's mode until it is complete. Why: every file in it is created
 with the umask default and narrowed (a sent 0o600 key) only once the archive's central
 directory has been read, at the end; until then only the receiver may look inside."""
 
 
-def _umask_shown_by(folder: str) -> int:
+def umask_shown_by(folder: str) -> int:
     """The receiver's umask, read off ``folder``, which was just made with mode 0o777.
 
     Not ``os.umask()``: it can only be read by setting it, for the whole process, while
@@ -363,25 +355,6 @@ def _slack(declared: int, minimum: int) -> int:
 
 
 def _safe_parts(name: str) -> tuple[str, ...]:
-    """Split a zip member name into path components, refusing anything that could escape."""
-    if "\\" in name:
-        raise _refuse(name, "contains a backslash")
-    if name.startswith("/"):
-        raise _refuse(name, "is an absolute path")
-    if _DRIVE.match(name):
-        raise _refuse(name, "starts with a drive letter")
-    parts = tuple(part for part in name.split("/") if part not in ("", "."))
-    if ".." in parts:
-        raise _refuse(name, "contains '..'")
-    for part in parts:
-        # printable ASCII (nearly every name) has no control characters: skip the slow scan
-        if not (part.isascii() and part.isprintable()) and any(
-                unicodedata.category(ch) == "Cc" for ch in part):
-            raise _refuse(name, "contains control characters")
-        if len(part.encode("utf-8", errors="surrogateescape")) > MAX_NAME_BYTES:
-            raise _refuse(name, f"has a component longer than {MAX_NAME_BYTES} bytes")
-    if len("/".join(parts).encode("utf-8", errors="surrogateescape")) > MAX_PATH_BYTES:
-        raise _refuse(name, "is too long a path")
-    if len(parts) > MAX_PATH_DEPTH:
-        raise _refuse(name, f"is nested more than {MAX_PATH_DEPTH} folders deep")
-    return parts
+    """Split a zip member name into path components, refusing anything that could escape
+    (the rules: :mod:`hilltop.transfer.entrynames`)."""
+    return safe_parts(name, _refuse)

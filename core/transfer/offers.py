@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeVar
 
 from hilltop.errors import ProtocolError, UnknownOfferError
+from hilltop.transfer.manifest import FILES_KIND, files_from_body
+from hilltop.transfer.manifest import FilesOffer as FilesOffer  # part of the offer family
 
 DIRECTORY_MODE: Final = "zipfile/deflated"
 """The only directory mode 0.24 and wormhole-william send (the zip is STORED all the same)."""
@@ -205,7 +207,7 @@ def _stream_from_body(body: object) -> StreamOffer:
     return StreamOffer(name)
 
 
-Offer = TextOffer | FileOffer | DirectoryOffer | StreamOffer
+Offer = TextOffer | FileOffer | DirectoryOffer | StreamOffer | FilesOffer
 
 
 def _offer_from_body(body: object) -> Offer:
@@ -238,6 +240,8 @@ def _offer_from_body(body: object) -> Offer:
             mode=mode)
     if STREAM_KIND in body:
         return _stream_from_body(body[STREAM_KIND])
+    if FILES_KIND in body:
+        return files_from_body(body[FILES_KIND])
     kinds = ", ".join(sorted(map(str, body))) or "nothing"
     raise UnknownOfferError(f"peer offered something we do not know how to receive ({kinds})")
 
@@ -316,8 +320,8 @@ class UnknownMessage:
     keys: tuple[str, ...] = field(default=())
 
 
-AppMessage = (TransitMsg | TextOffer | FileOffer | DirectoryOffer | StreamOffer | Answer
-              | ErrorMsg | UnknownMessage)
+AppMessage = (TransitMsg | TextOffer | FileOffer | DirectoryOffer | StreamOffer | FilesOffer
+              | Answer | ErrorMsg | UnknownMessage)
 
 
 def parse_app_message(data: bytes) -> AppMessage:

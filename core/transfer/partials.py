@@ -31,7 +31,7 @@ from typing import TypeVar
 
 from hilltop.errors import LocalError
 from hilltop.transfer import resume
-from hilltop.transfer.targets import MAX_NAME_BYTES
+from hilltop.transfer.entrynames import MAX_NAME_BYTES
 
 try:
     import fcntl

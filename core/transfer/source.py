@@ -38,6 +38,7 @@ from collections.abc import Callable, Generator, Iterator
 from typing import BinaryIO
 
 from hilltop.errors import UnsendableError
+from hilltop.transfer.manifest import FilesOffer
 from hilltop.transfer.offers import DIRECTORY_MODE, DirectoryOffer, FileOffer
 from hilltop.transfer.resume import PrefixProof
 from hilltop.transfer.zipwriter import Entry, ZipLayout
@@ -50,11 +51,11 @@ class Source:
     Use as a context manager, or call :meth:`close`.
     """
 
-    offer: FileOffer | DirectoryOffer
+    offer: FileOffer | DirectoryOffer | FilesOffer
     path: str
     skipped: tuple[str, ...] = ()
 
-    def __init__(self, offer: FileOffer | DirectoryOffer, path: str) -> None:
+    def __init__(self, offer: FileOffer | DirectoryOffer | FilesOffer, path: str) -> None:
         self.offer = offer
         self.path = path
         self.position = 0
@@ -64,6 +65,8 @@ class Source:
         """Bytes on the wire: ``filesize`` or ``zipsize``."""
         if isinstance(self.offer, FileOffer):
             return self.offer.filesize
+        if isinstance(self.offer, FilesOffer):
+            return self.offer.numbytes
         return self.offer.zipsize
 
     def read(self, n: int) -> bytes:
@@ -329,7 +332,7 @@ def open_source(path: str, *, cwd: str | None = None,
     real = os.path.realpath(typed)
     if not name:
         raise UnsendableError(f"cannot send {path!r}: it has no name to offer")
-    _check_utf8(name, path)
+    check_utf8(name, path)
     try:
         st = os.stat(real)
     except FileNotFoundError:
@@ -370,7 +373,7 @@ def _open_file(real: str, typed: str) -> tuple[BinaryIO, os.stat_result]:
     return os.fdopen(fd, "rb"), st
 
 
-def _check_utf8(name: str, shown: str) -> None:
+def check_utf8(name: str, shown: str) -> None:
     # Undecodable bytes in a name arrive as surrogate escapes; they cannot go into JSON or zip
     # names in a way any peer would read back correctly.
     try:
@@ -379,19 +382,37 @@ def _check_utf8(name: str, shown: str) -> None:
         raise UnsendableError(f"cannot send {shown!r}: its name is not valid UTF-8") from None
 
 
-def _open_directory(root: str, name: str, skip_unsendable: bool) -> DirectorySource:
-    skipped: list[str] = []
+class Unsendable:
+    """What to do about an entry that cannot be sent: fail, or (``skip=True``, the CLI's
+    ``--ignore-unsendable-files``) leave it out and list it in :attr:`skipped`."""
 
-    def unsendable(where: str, why: str) -> None:
+    def __init__(self, skip: bool) -> None:
+        self.skip = skip
+        self.skipped: list[str] = []
+
+    def __call__(self, where: str, why: str) -> None:
         message = f"{where}: {why}"
-        if not skip_unsendable:
+        if not self.skip:
             raise UnsendableError(f"cannot send {message}")
-        skipped.append(message)
+        self.skipped.append(message)
 
+
+def _open_directory(root: str, name: str, skip_unsendable: bool) -> DirectorySource:
+    unsendable = Unsendable(skip_unsendable)
+    return folder_source(root, name, list(walk(root, unsendable)), tuple(unsendable.skipped))
+
+
+Walked = tuple[str, str, os.stat_result]
+"""``(path, arcname, stat)`` of one entry, as :func:`walk` yields them."""
+
+
+def folder_source(path: str, name: str, walked: list[Walked],
+                  skipped: tuple[str, ...] = ()) -> DirectorySource:
+    """A folder offer named ``name`` whose zip holds ``walked`` (arcnames as given)."""
     entries: list[Entry] = []
     paths: list[str] = []
     numbytes = numfiles = 0
-    for full, rel, st in _walk(root, unsendable):
+    for full, rel, st in walked:
         entry = Entry(rel, st.st_size if stat.S_ISREG(st.st_mode) else 0, st.st_mode,
                       time.localtime(st.st_mtime)[:6])
         entries.append(entry)
@@ -402,10 +423,10 @@ def _open_directory(root: str, name: str, skip_unsendable: bool) -> DirectorySou
     layout = ZipLayout(entries)
     offer = DirectoryOffer(dirname=name, zipsize=layout.size, numbytes=numbytes,
                            numfiles=numfiles, mode=DIRECTORY_MODE)
-    return DirectorySource(offer, root, layout, paths, tuple(skipped))
+    return DirectorySource(offer, path, layout, paths, skipped)
 
 
-def _walk(root: str, unsendable: Callable[[str, str], None]
+def walk(root: str, unsendable: Callable[[str, str], None]
           ) -> Iterator[tuple[str, str, os.stat_result]]:
     """Yield ``(path, arcname, stat)`` for each entry (a folder's arcname ends with "/").
 

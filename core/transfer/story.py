@@ -264,7 +264,8 @@ async def receive_offer(w: Wormhole) -> tuple[offers.Offer, offers.TransitMsg | 
             peer_transit = msg
         elif isinstance(msg, offers.TextOffer):
             return msg, peer_transit
-        elif isinstance(msg, offers.FileOffer | offers.DirectoryOffer | offers.StreamOffer):
+        elif isinstance(msg, offers.FileOffer | offers.DirectoryOffer | offers.StreamOffer
+                             | offers.FilesOffer):
             if peer_transit is None:
                 w.send_message(offers.ErrorMsg("transfer rejected").to_wire())
                 raise ProtocolError("the sender offered a file before its transit hints")

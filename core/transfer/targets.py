@@ -18,11 +18,10 @@ import unicodedata
 from typing import Final
 
 from hilltop.errors import RejectedError
+from hilltop.transfer.entrynames import MAX_NAME_BYTES
+from hilltop.transfer.manifest import FilesOffer
 from hilltop.transfer.offers import DirectoryOffer, FileOffer
 from hilltop.units import readable_size
-
-MAX_NAME_BYTES: Final = 255
-"""NAME_MAX on every common filesystem; longer names would fail later with a cryptic OSError."""
 
 
 def safe_name(offered: str) -> str:
@@ -84,7 +83,7 @@ folder of N files needs at most N * 4096 bytes more than it holds (a 1-byte file
 """
 
 
-def space_needed(offer: FileOffer | DirectoryOffer) -> int:
+def space_needed(offer: FileOffer | DirectoryOffer | FilesOffer) -> int:
     """Bytes a receiver needs free for an offer.
 
     A folder is unpacked as its zip arrives and the zip is never stored, so only the files
@@ -94,7 +93,7 @@ def space_needed(offer: FileOffer | DirectoryOffer) -> int:
     """
     if isinstance(offer, FileOffer):
         return offer.filesize
-    return offer.numbytes + offer.numfiles * BLOCK_PER_FILE
+    return offer.numbytes + offer.numfiles * BLOCK_PER_FILE  # files arrive as a folder's do
 
 
 def check_free_space(directory: str, needed: int, free_bytes: int | None) -> None:
@@ -123,3 +122,20 @@ def plan_target(offer: FileOffer | DirectoryOffer, output: str | None, cwd: str)
     parent = os.path.dirname(target)
     check_free_space(parent, space_needed(offer), free_space(parent))
     return target
+
+
+def plan_files(offer: FilesOffer, output: str | None, cwd: str) -> str:
+    """The folder several files (``files-v1``) will be saved in: ``cwd``, or ``-o`` when it
+    names an existing folder. Raises RejectedError if any first-level item exists there
+    (nothing is overwritten, and the transfer is refused before any byte, as for one file),
+    or if the files cannot fit."""
+    directory = os.path.abspath(os.path.join(cwd, output)) if output else cwd
+    if not os.path.isdir(directory):
+        raise RejectedError(f"cannot save several files to {directory!r}: with several "
+                            "files, -o must name an existing folder")
+    for top in offer.tops():
+        target = os.path.join(directory, safe_name(top.name))
+        if os.path.lexists(target):
+            raise RejectedError(f"refusing to overwrite existing {target!r}")
+    check_free_space(directory, space_needed(offer), free_space(directory))
+    return directory
