@@ -1,12 +1,14 @@
 """Every parser that reads what the network sent, fed garbage: only our own errors come out.
 
 The parsers: mailbox frames and the rendezvous engine behind them, PAKE bodies, v1 app
-messages, WebRTC signals, stream-v1 records and trailers, resume records, a peer's
-``app_versions``, transit hints, the transit handshake, transit records, the zip reader and LAN
-TXT records. Each input is raw bytes, or a well-formed shape with hostile values, or such a
-shape damaged, so both the decoders and the checks after them run. Parsers that read the same
-kind of input (a JSON document in bytes, a decoded JSON value) share each example: every one
-of them still sees every example, for a third of hypothesis's own cost per example.
+messages (with the ``hilltop-files`` manifest), WebRTC signals, stream-v1 records and
+trailers, resume records, a peer's ``app_versions``, transit hints, the transit handshake,
+transit records, the zip reader and LAN TXT records. Each input is raw bytes, or a
+well-formed shape with hostile values, or such a shape damaged, so both the decoders and the
+checks after them run. Parsers that read the same kind of input (a JSON document in bytes, a
+decoded JSON value) share each example: every one of them still sees every example, for a
+third of hypothesis's own cost per example.
+
 The invariant is h11's fuzz rule: a :class:`~hilltop.errors.HilltopError` or a result, nothing
 else. A ``RecursionError``, ``KeyError`` or ``IllegalTransition`` escaping would be a traceback
 on the user's screen.
@@ -107,6 +109,11 @@ app_messages = st.one_of(
                             "mode"])),
     st.builds(lambda o: {"answer": o}, objects_with(["file_ack", "message_ack",
                                                      "hilltop-resume"])),
+    st.builds(lambda e: {"offer": {"hilltop-files": {"entries": e}}},
+              st.lists(objects_with(["path", "size", "mode"]) | st.builds(
+                  lambda p, s: {"path": p, "size": s},
+                  st.sampled_from(["a", "../a", "/a", "a/../../b", "a\x00b", ".", "a//b"])
+                  | st.text(max_size=8), st.integers(-1, 2**64)), max_size=4)),
     st.builds(lambda o: {"transit": o}, objects_with(["abilities-v1", "hints-v1"])),
     objects_with(["transit", "offer", "answer", "error"]),
 )
