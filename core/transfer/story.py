@@ -265,7 +265,7 @@ def _check_ack(record: bytes, digest: str | None, *, resumed: bool = False) -> N
     """
     try:
         ack = json.loads(record.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
         raise ProtocolError("the receiver's final acknowledgement is not JSON") from None
     if not isinstance(ack, dict) or ack.get("ack") != "ok":
         raise TransferError(f"the receiver did not confirm the transfer: {ack!r}")
