@@ -42,7 +42,8 @@ TRANSIT_HELPER = "tcp:transit.magic-wormhole.io:4001"
 class Wormhole:
     """A rendezvous with one peer: code, key, verifier, encrypted messages, close.
 
-    ``app_versions`` defaults to our capability advertisement; pass ``{}`` to look exactly
+    ``timeouts``: how long the mailbox server may take to answer (default 30 s, 10 s for the
+    goodbye). ``app_versions`` defaults to our capability advertisement; pass ``{}`` to look exactly
     like the official CLI. ``reactor`` defaults to the installed one; file transfers need the
     asyncio reactor (:func:`hilltop.install_asyncio_reactor`), which provides every interface
     hilltop uses, of which the mailbox itself needs only ``IReactorTime``.
@@ -57,6 +58,7 @@ class Wormhole:
         app_versions: dict[str, Any] | None = None,
         random_bytes: Callable[[int], bytes] = os.urandom,
         endpoint_factory: EndpointFactory = default_endpoint,
+        timeouts: mailbox.Timeouts | None = None,
     ) -> None:
         if reactor is None:
             from twisted.internet import reactor as default_reactor
@@ -75,6 +77,7 @@ class Wormhole:
             random_bytes=random_bytes,
             app_versions=app_versions,
             client_version=("hilltop", __version__),
+            timeouts=timeouts or _timeouts_from_env(),
         )
         self._code = Watch()
         self._consumed = Watch()
@@ -401,12 +404,25 @@ def _side_channel(data: bytes) -> str | None:
 
     try:
         msg = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(msg, dict) or len(msg) != 1:
         return None
     (key,) = msg
     return key[len("hilltop-"):] or None
+
+
+TIMEOUT_SCALE_ENV = "HILLTOP_MAILBOX_TIMEOUT_SCALE"
+"""Multiplies the mailbox server's answer timeouts (:class:`hilltop.rendezvous.mailbox.Timeouts`):
+integration tests of a silent server wait 0.1 of them instead of 30 s."""
+
+
+def _timeouts_from_env() -> mailbox.Timeouts:
+    try:
+        scale = float(os.environ.get(TIMEOUT_SCALE_ENV, "1"))
+    except ValueError:
+        scale = 1.0
+    return mailbox.Timeouts().scaled(scale if scale > 0 else 1.0)
 
 
 def _dual(coro: Any) -> DualDeferred[Any]:

@@ -18,8 +18,9 @@ from twisted.internet import endpoints
 from twisted.internet.interfaces import IReactorTime, IStreamClientEndpoint
 
 from hilltop._runtime.lazytls import openssl_deferred, wrap_client_tls
-from hilltop.errors import LocalError
+from hilltop.errors import HilltopError, LocalError, ProtocolError
 from hilltop.rendezvous import mailbox, messages
+from hilltop.units import readable_size
 
 log = logging.getLogger(__name__)
 
@@ -72,13 +73,31 @@ def _autobahn() -> tuple[Any, type]:
 
         def onClose(self, wasClean: bool, code: int | None,
                     reason: str | None) -> None:
-            self.client._lost(self)
+            self.client._lost(self, _broken_by_server(self, reason))
 
     return WebSocketClientFactory, MailboxProtocol
 
 
 _MailboxProtocol = Any
 """An instance of the protocol class :func:`_autobahn` defines (for annotations)."""
+
+
+def _broken_by_server(protocol: _MailboxProtocol, reason: str | None) -> HilltopError | None:
+    """Why autobahn itself failed the connection, if the server's bytes were the cause.
+
+    autobahn sets ``failedByMe`` only when it gave up on what it received (a frame over our
+    size limit, bytes that break the WebSocket protocol, text that is not UTF-8); a ping
+    timeout or a dropped connection leaves it unset and stays an ordinary, retried drop.
+    """
+    if not getattr(protocol, "failedByMe", False):
+        return None
+    if getattr(protocol, "wasMaxFramePayloadSizeExceeded", False) or getattr(
+            protocol, "wasMaxMessagePayloadSizeExceeded", False):
+        limit = readable_size(2 * messages.MAX_FRAME_CHARS)
+        return ProtocolError(f"the mailbox server sent a message over {limit}, more than "
+                             "any wormhole message needs (a peer's text that big is refused)")
+    why = (reason or "").removeprefix("I dropped the WebSocket TCP connection: ")
+    return ProtocolError(f"the mailbox server broke the WebSocket protocol ({why[:200]})")
 
 
 class RendezvousClient:
@@ -107,7 +126,9 @@ class RendezvousClient:
         self._connect()
 
     def poke(self) -> None:
-        """Call after feeding the engine an application input."""
+        """Call after feeding the engine an application input (they carry no time: this
+        gives the engine the time, which starts the clock of any reply they asked for)."""
+        self._engine.handle_timer(self._reactor.seconds())
         self._pump()
 
     # --- I/O callbacks ---------------------------------------------------------------------
@@ -121,6 +142,8 @@ class RendezvousClient:
             maxFramePayloadSize=2 * messages.MAX_FRAME_CHARS,
             autoPingInterval=30,
             autoPingTimeout=60,
+            # a server that accepts TCP but never completes the WebSocket handshake
+            openHandshakeTimeout=self._engine.timeouts.welcome,
         )
         client = self
 
@@ -153,7 +176,7 @@ class RendezvousClient:
         self._engine.frame_received(payload, self._reactor.seconds())
         self._pump()
 
-    def _lost(self, protocol: _MailboxProtocol) -> None:
+    def _lost(self, protocol: _MailboxProtocol, broken: HilltopError | None = None) -> None:
         if protocol is not self._protocol:
             if self._protocol is None and self._connecting is None:
                 # the WebSocket handshake itself failed after TCP connected
@@ -161,7 +184,7 @@ class RendezvousClient:
                 self._pump()
             return
         self._protocol = None
-        self._engine.connection_lost(self._reactor.seconds())
+        self._engine.connection_lost(self._reactor.seconds(), broken)
         self._pump()
 
     def _on_timer(self) -> None:

@@ -41,6 +41,36 @@ RECONNECT_FIRST_DELAY = 1.0
 RECONNECT_MAX_DELAY = 60.0
 
 
+@dataclass(frozen=True)
+class Timeouts:
+    """How long the server may take to answer before we give up on it (seconds).
+
+    Why: a server that accepts the connection and then says nothing would otherwise hold a
+    CLI forever (official 0.24 waits forever). The official server answers each of these at
+    once (its ``welcome`` is its first frame; ``claimed`` and ``allocated`` need one database
+    query), so 30 s means "broken", never "slow". Waiting for the *peer* has no limit here,
+    as in official: that is the user's call (Ctrl-C). ``close`` only ends the goodbye; what
+    was transferred stands.
+    """
+
+    welcome: float = 30.0
+    """From the WebSocket opening to the server's ``welcome``."""
+    reply: float = 30.0
+    """From ``allocate``/``claim`` to ``allocated``/``claimed``."""
+    close: float = 10.0
+    """From ``release``/``close`` to ``released``/``closed``."""
+
+    def scaled(self, factor: float) -> Timeouts:
+        return Timeouts(self.welcome * factor, self.reply * factor, self.close * factor)
+
+
+WAIT_TEXT = {
+    "welcome": "accepted our connection but sent no welcome",
+    "allocated": "did not allocate a nameplate",
+    "claimed": "did not answer our claim of the nameplate",
+}
+
+
 # --- events (outputs other than frames) -------------------------------------------------------
 @dataclass(frozen=True)
 class WelcomeEvent:
@@ -185,8 +215,10 @@ class Mailbox:
         random_bytes: Callable[[int], bytes],
         app_versions: dict[str, Any] | None = None,
         client_version: tuple[str, str] = ("hilltop", "0"),
+        timeouts: Timeouts = Timeouts(),
     ) -> None:
         self.appid = appid
+        self.timeouts = timeouts
         self.side = side
         self._random = random_bytes
         self._app_versions = app_versions or {}
@@ -219,6 +251,10 @@ class Mailbox:
         self._mood = "happy"
         self._error: HilltopError | None = None
         self._closing_waits: set[str] = set()
+        # Replies the server owes us on this connection -> when we give up on it. None: asked
+        # from an input that carries no time; the next handle_timer(now) starts its clock.
+        self._waits: dict[str, float | None] = {}
+        self._now: float | None = None  # the time of the timed input being handled
 
         self._frames: list[str] = []
         self._events: list[Event] = []
@@ -232,16 +268,30 @@ class Mailbox:
         return self._events.pop(0) if self._events else None
 
     def next_deadline(self) -> float | None:
-        return self._retry_at if self.link is Link.WAITING else None
+        """When :meth:`handle_timer` must be called next. The shell also calls it after every
+        untimed input (``allocate``, ``set_code``, ``close``...), which starts the clock of
+        any reply those asked for."""
+        deadlines = [d for d in self._waits.values() if d is not None]
+        if self.link is Link.WAITING and self._retry_at is not None:
+            deadlines.append(self._retry_at)
+        return min(deadlines, default=None)
 
     # --- connection inputs -----------------------------------------------------------------
     def connected(self, now: float) -> None:
         """The WebSocket is open: bind, then replay every claim, open and add still owed."""
         if self.link is Link.GONE:
             return
+        self._now = now
+        try:
+            self._connected(now)
+        finally:
+            self._now = None
+
+    def _connected(self, now: float) -> None:
         self.link = _move(LINK_MOVES, self.link, "connected")
         self._ever_connected = True
         self._retry_delay = RECONNECT_FIRST_DELAY
+        self._waits = {"welcome": now + self.timeouts.welcome}
         self._send("bind", appid=self.appid, side=self.side, client_version=self._client_version)
         if self.plate is Plate.RELEASING:  # the earlier release may not have reached the server
             self._send("release", nameplate=self.nameplate)
@@ -252,16 +302,28 @@ class Mailbox:
             self._send("list")
         if self._allocate_words is not None and self.nameplate is None:
             self._send("allocate")
+            self._expect("allocated")
         if self.plate in (Plate.CLAIMING, Plate.CLAIMED):
             self._send("claim", nameplate=self.nameplate)
+            self._expect("claimed")
         if self.mailbox_id is not None:
             self._send("open", mailbox=self.mailbox_id)
             for phase, body in self._pending.items():
                 self._send("add", phase=phase, body=body)
 
-    def connection_lost(self, now: float) -> None:
-        """The WebSocket dropped (or an attempt to open one failed)."""
+    def connection_lost(self, now: float, error: HilltopError | None = None) -> None:
+        """The WebSocket dropped (or an attempt to open one failed).
+
+        ``error``: the shell saw the server break the WebSocket protocol itself (a frame over
+        the size limit, bytes that are no WebSocket). That is fatal: reconnecting would only
+        fetch the same stored message again.
+        """
         if self.link is Link.GONE:
+            return
+        self._waits = {}
+        if error is not None:
+            self.link = _move(LINK_MOVES, self.link, "stop")
+            self._fail(error, "errory", tell_server=False)
             return
         if not self._ever_connected:
             self.link = _move(LINK_MOVES, self.link, "stop")
@@ -277,6 +339,12 @@ class Mailbox:
         self._retry_delay = min(self._retry_delay * 2, RECONNECT_MAX_DELAY)
 
     def handle_timer(self, now: float) -> None:
+        for reply, deadline in list(self._waits.items()):
+            if deadline is None:
+                self._waits[reply] = now + self._timeout_of(reply)
+            elif now >= deadline:
+                self._waited_in_vain(reply)
+                return
         if self.link is Link.WAITING and self._retry_at is not None and now >= self._retry_at:
             self.link = _move(LINK_MOVES, self.link, "retry")
             self._retry_at = None
@@ -285,11 +353,14 @@ class Mailbox:
     def frame_received(self, text: str | bytes, now: float) -> None:
         if self.stage is Stage.CLOSED:
             return
+        self._now = now
         try:
             msg = messages.parse_server_frame(text)
             self._dispatch(msg)
         except HilltopError as err:
             self._fail(err, _mood_for(err))
+        finally:
+            self._now = None
 
     # --- application inputs ------------------------------------------------------------------
     def list_nameplates(self) -> None:
@@ -305,6 +376,7 @@ class Mailbox:
         self._allocate_words = words
         if self.link is Link.UP:
             self._send("allocate")
+            self._expect("allocated")
 
     def claim_nameplate(self, nameplate: str) -> None:
         """Claim early, while the user is still typing the words (completion does this)."""
@@ -317,6 +389,7 @@ class Mailbox:
         self.plate = _move(PLATE_MOVES, self.plate, "claim")
         if self.link is Link.UP:
             self._send("claim", nameplate=nameplate)
+            self._expect("claimed")
 
     def set_code(self, code: str) -> None:
         parsed = codes.parse_code(code)
@@ -360,6 +433,25 @@ class Mailbox:
     def _send(self, kind: str, **fields: Any) -> None:
         self._frames.append(messages.client_frame(kind, self._random(2).hex(), **fields))
 
+    def _expect(self, reply: str) -> None:
+        """The server owes us ``reply`` on this connection (its clock may start later)."""
+        self._waits[reply] = None if self._now is None else self._now + self._timeout_of(reply)
+
+    def _timeout_of(self, reply: str) -> float:
+        if reply == "welcome":
+            return self.timeouts.welcome
+        return self.timeouts.close if reply == "close" else self.timeouts.reply
+
+    def _waited_in_vain(self, reply: str) -> None:
+        self._waits = {}
+        if reply == "close":  # no goodbye from the server: the transfer's outcome stands
+            self._finish_close()
+            return
+        waited = self._timeout_of(reply)
+        self._fail(ServerError(f"the mailbox server {WAIT_TEXT[reply]} within {waited:g} s; "
+                               "it may be overloaded or not a wormhole mailbox server"),
+                   "errory", tell_server=False)
+
     def _add(self, phase: str, body: bytes) -> None:
         self._pending[phase] = body.hex()
         if self.link is Link.UP:
@@ -370,12 +462,15 @@ class Mailbox:
             case messages.Welcome(error=str(text)):
                 raise UnwelcomeError(f"the mailbox server refused us: {text}")
             case messages.Welcome():
+                self._waits.pop("welcome", None)
                 self._events.append(WelcomeEvent(msg.motd, msg.current_cli_version))
             case messages.NameplateList(nameplates):
                 self._events.append(NameplatesEvent(nameplates))
             case messages.Allocated(nameplate):
+                self._waits.pop("allocated", None)
                 self._on_allocated(nameplate)
             case messages.Claimed(mailbox):
+                self._waits.pop("claimed", None)
                 self._on_claimed(mailbox)
             case messages.Released():
                 if self.plate is Plate.RELEASING:
@@ -395,8 +490,8 @@ class Mailbox:
                 pass  # acks and unknown types carry nothing we need
 
     def _on_allocated(self, nameplate: str) -> None:
-        if self._allocate_words is None or self.code is not None:
-            return
+        if self._allocate_words is None or self.stage is not Stage.NO_CODE:
+            return  # unasked for, or too late: we are closing (a server may send anything)
         words = codes.words_from_bytes(self._random(self._allocate_words))
         self._allocate_words = None
         self.set_code("-".join([nameplate, *words]))
@@ -404,8 +499,8 @@ class Mailbox:
     def _on_claimed(self, mailbox: str) -> None:
         if self.plate is Plate.CLAIMING:
             self.plate = _move(PLATE_MOVES, self.plate, "claimed")
-        if self.mailbox_id is not None:
-            return  # a re-claim after reconnecting: the mailbox is already open again
+        if self.mailbox_id is not None or self.stage is Stage.CLOSING:
+            return  # a re-claim after reconnecting (the mailbox is open again), or too late
         self.mailbox_id = mailbox
         self._send("open", mailbox=mailbox)
         if self._pake is not None and "pake" not in self._pending:
@@ -415,6 +510,8 @@ class Mailbox:
         if msg.side == self.side:
             self._pending.pop(msg.phase, None)  # our own echo: the server has it now
             return
+        if self.stage is Stage.CLOSING:
+            return  # the peer's PAKE arriving after we closed must not start a key exchange
         if self._peer_side is None:
             self._peer_side = msg.side
         elif msg.side != self._peer_side:
@@ -502,7 +599,7 @@ class Mailbox:
     def _on_peer_version(self, plaintext: bytes) -> None:
         try:
             versions = json.loads(plaintext.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
+        except (UnicodeDecodeError, ValueError, RecursionError):
             raise ProtocolError("the peer's version message is not JSON") from None
         app_versions = versions.get("app_versions") if isinstance(versions, dict) else None
         self.stage = _move(STAGE_MOVES, self.stage, "confirm")
@@ -549,6 +646,8 @@ class Mailbox:
             self._closing_waits.add("closed")
         if not self._closing_waits:
             self._finish_close()
+            return
+        self._waits = {"close": None if self._now is None else self._now + self.timeouts.close}
 
     def _closing_step(self, reply: str) -> None:
         if self.stage is not Stage.CLOSING:
@@ -565,6 +664,7 @@ class Mailbox:
         self.stage = _move(STAGE_MOVES, self.stage, "done")
         self.link = _move(LINK_MOVES, self.link, "stop")
         self._retry_at = None
+        self._waits = {}
         self._events.append(DisconnectNow())
         self._events.append(ClosedEvent(self._mood, self._error))
 

@@ -102,7 +102,7 @@ def parse_server_frame(text: str | bytes) -> ServerMessage:
             raise ProtocolError("mailbox server sent a message that is not UTF-8") from None
     try:
         obj = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: [[[[... nested too deep
         raise ProtocolError("mailbox server sent a message that is not JSON") from None
     if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
         raise ProtocolError("mailbox server sent a message without a type")

@@ -59,7 +59,7 @@ def decode(data: bytes) -> Signal:
     """Parse a side-channel message; anything malformed raises ProtocolError."""
     try:
         msg = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         raise ProtocolError("webrtc signal is not JSON") from None
     if not isinstance(msg, dict) or set(msg) != {KEY} or not isinstance(msg[KEY], dict):
         raise ProtocolError("webrtc signal has the wrong shape")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from hilltop.errors import (
+    HilltopError,
     ProtocolError,
     ServerError,
     ServerUnreachableError,
@@ -488,3 +489,90 @@ def test_code_is_consumed_once_the_peer_came_and_the_server_released_it() -> Non
     b.close()
     pump(ca, cb)
     assert not of(mb.CodeConsumed, events(a) + events(b))
+
+
+# --- a server that stops answering (issue 20, point 4) ------------------------------------------
+def closed_error(a: mb.Mailbox) -> HilltopError | None:
+    [closed] = of(mb.ClosedEvent, events(a))
+    return closed.error
+
+
+def test_no_welcome_is_fatal_after_the_welcome_timeout() -> None:
+    a = engine(30)
+    a.connected(5.0)
+    a.set_code("4-x-y")
+    a.frames_to_send()
+    assert a.next_deadline() == pytest.approx(5.0 + mb.Timeouts().welcome)
+    a.handle_timer(34.9)
+    assert a.stage is not mb.Stage.CLOSED
+    a.handle_timer(35.0)
+    err = closed_error(a)
+    assert isinstance(err, ServerError) and "sent no welcome within 30 s" in str(err)
+    assert a.frames_to_send() == []  # nothing more for a server that does not listen
+    assert a.next_deadline() is None
+
+
+def test_a_claim_never_answered_is_fatal_and_its_clock_starts_when_asked() -> None:
+    """The claim goes out at t=100 from set_code (an input without a time); the shell's next
+    handle_timer(100) starts its 30 s, not the connection's t=0."""
+    a = engine(31)
+    a.connected(0.0)
+    a.frame_received(json.dumps({"type": "welcome", "welcome": {}}), 0.0)
+    assert a.next_deadline() is None
+    a.set_code("4-x-y")
+    a.handle_timer(100.0)
+    assert a.next_deadline() == pytest.approx(130.0)
+    a.frame_received(json.dumps({"type": "ack", "id": "abcd"}), 101.0)  # acks are not answers
+    a.handle_timer(130.0)
+    err = closed_error(a)
+    assert isinstance(err, ServerError) and "did not answer our claim" in str(err)
+
+
+def test_an_allocation_never_answered_is_fatal() -> None:
+    a = mb.Mailbox(APPID, "abcdef0123", random.Random(32).randbytes,
+                   timeouts=mb.Timeouts(welcome=1.0, reply=2.0, close=0.5))
+    a.connected(0.0)
+    a.allocate(2)
+    a.frame_received(json.dumps({"type": "welcome", "welcome": {}}), 0.5)
+    a.handle_timer(0.5)
+    a.handle_timer(2.5)
+    err = closed_error(a)
+    assert isinstance(err, ServerError) and "within 2 s" in str(err)
+
+
+def test_answers_in_time_leave_no_deadline() -> None:
+    server = FakeServer()
+    a = engine(33)
+    ca = server.connect(a, now=0.0)
+    a.set_code("4-x-y")
+    a.handle_timer(0.0)
+    pump(ca)
+    assert a.next_deadline() is None
+    a.handle_timer(1000.0)
+    assert a.stage is mb.Stage.HAVE_CODE
+
+
+def test_a_close_never_confirmed_ends_after_the_close_timeout_keeping_the_mood() -> None:
+    server = FakeServer()
+    a = engine(34)
+    ca = server.connect(a, now=0.0)
+    a.set_code("4-x-y")
+    pump(ca)
+    events(a)
+    a.close("happy")
+    a.handle_timer(50.0)
+    assert a.frames_to_send()  # release and close went out; the server never answers
+    assert a.next_deadline() == pytest.approx(60.0)
+    a.handle_timer(60.0)
+    [closed] = of(mb.ClosedEvent, events(a))
+    assert closed.mood == "happy" and closed.error is None
+
+
+def test_a_connection_the_server_broke_is_fatal_not_retried() -> None:
+    server = FakeServer()
+    a = engine(35)
+    server.connect(a, now=0.0)
+    a.set_code("4-x-y")
+    a.connection_lost(3.0, ProtocolError("the mailbox server sent a message over 16.8 MB"))
+    assert closed_error(a) is not None
+    assert a.link is mb.Link.GONE and a.next_deadline() is None
