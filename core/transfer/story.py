@@ -253,8 +253,9 @@ async def receive_offer(w: Wormhole) -> tuple[offers.Offer, offers.TransitMsg | 
     """
     peer_transit: offers.TransitMsg | None = None
     while True:
+        data = await w.get_message()  # its errors end the wormhole: nothing to answer
         try:
-            msg = offers.parse_app_message(await w.get_message())
+            msg = offers.parse_app_message(data)
         except ProtocolError as err:
             w.send_message(offers.ErrorMsg(getattr(err, "reply", str(err))).to_wire())
             raise
