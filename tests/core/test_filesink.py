@@ -526,6 +526,10 @@ HOSTILE = {
     "control-char": [("bad\x1bname", b"x", 0o100644)],
     "long-component": [("n" * 256, b"x", 0o100644)],
     "empty-file-name": [("./", b"", 0o40755), (".", b"x", 0o100644)],
+    "dotdot-alone": [("..", b"evil", 0o100644)],
+    "dotdot-dir-alone": [("../", b"", 0o40755)],
+    "dotdot-last": [("a/..", b"evil", 0o100644)],
+    "dot-dotdot-dir": [("./../", b"", 0o40755)],
 }
 
 
@@ -555,6 +559,19 @@ def test_hostile_zip_refused_and_nothing_written(tmp_path: Path, box: Path, case
     data = zip_bytes([("benign.txt", b"ok", 0o100644), *HOSTILE[case]])
     info = assert_refused(tmp_path, box, data, "refusing the received folder")
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("name", [b"nul\x00name", b"\x00leading.txt", b"dir\x00/x.txt",
+                                  b"x/\x00\x00.txt"])
+def test_a_name_with_a_nul_byte_is_refused(tmp_path: Path, box: Path, name: bytes) -> None:
+    """zipfile cannot write a NUL into a name (it cuts the name there), so the zip is made
+    with a stand-in of the same length and the name bytes are patched in both headers."""
+    stand_in = name.replace(b"\x00", b"#")
+    data = zip_bytes([("benign.txt", b"ok", 0o100644),
+                      (stand_in.decode(), b"evil", 0o100644)]).replace(stand_in, name)
+    assert data.count(name) == 2  # local and central header
+    info = assert_refused(tmp_path, box, data, "refusing the received folder")
+    assert "\x00" not in str(info.value)
 
 
 def test_encrypted_entry_refused(tmp_path: Path, box: Path) -> None:
