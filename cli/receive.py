@@ -6,6 +6,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 import click
+from twisted.internet.defer import CancelledError
 
 from hilltop import api
 from hilltop.cli import codeinput, events, output, pipes, prompts, timing
@@ -146,7 +147,8 @@ class _Choices:
 
 
 async def _receive(reactor: Any, w: api.Wormhole, choices: _Choices) -> int:
-    offer, peer_transit = await story.receive_offer(w)
+    offer, peer_transit = await story.receive_offer(
+        w, reactor=reactor, idle_timeout=choices.options.idle_timeout)
     if isinstance(offer, offers.TextOffer):
         events.offer("receive", offer, None)
         events.received_text(offer.message)
@@ -194,7 +196,7 @@ async def _receive_file(reactor: Any, w: api.Wormhole,
                         peer_transit: offers.TransitMsg, choices: _Choices) -> int:
     try:
         sink = await _prepare(reactor, w, offer, choices)
-    except HilltopError:
+    except (HilltopError, CancelledError):  # refused, or Ctrl-C/SIGTERM at the question
         w.send_message(offers.ErrorMsg(REJECTED).to_wire())
         raise
     size = story.wire_size(offer)
@@ -246,7 +248,7 @@ async def _receive_stream(reactor: Any, w: api.Wormhole, offer: offers.StreamOff
             raise RejectedError("transfer rejected")
         sink = (pipes.stdout_sink(UNKNOWN_SIZE) if choices.to_stdout
                 else FileSink(target, UNKNOWN_SIZE))
-    except HilltopError:
+    except (HilltopError, CancelledError):
         w.send_message(offers.ErrorMsg(REJECTED).to_wire())
         raise
     with transfer_progress(None, choices.hide_progress) as shown:

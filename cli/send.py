@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from hilltop import api
+from hilltop.cli import browser as cli_browser
 from hilltop.cli import events, output, pipes, prompts, timing
 from hilltop.cli import lan as cli_lan
 from hilltop.cli.common import GlobalOptions, exit_with, run, zero_mode_code
@@ -62,12 +63,14 @@ the nameplate; scripts that wait for the code to be used watch for it."""
 @transit_flags
 @tor_flags
 @lan_flags
+@cli_browser.browser_flags
 @events.json_flag
 @click.pass_obj
 def send(opts: GlobalOptions, paths: tuple[str, ...], text: str | None, code: str | None,
          code_length: int, zero_mode: bool, verify: bool, hide_progress: bool, qr: bool,
          stream_name: str | None, ignore_unsendable_files: bool, listen: bool,
-         transports: str | None, lan: bool, interface: str | None) -> None:
+         transports: str | None, lan: bool, interface: str | None, browser: bool,
+         browser_address: str | None) -> None:
     """Send a text message, file, directory, or several of them (one folder for official
     and wormhole-william receivers); '-' streams stdin (hilltop receivers only)."""
     what = paths[0] if len(paths) == 1 else None
@@ -97,6 +100,19 @@ def send(opts: GlobalOptions, paths: tuple[str, ...], text: str | None, code: st
     if tor is not None and (lan or interface):
         raise click.UsageError("--tor and --lan exclude each other")
 
+    if browser_address is not None and not browser:
+        raise click.UsageError("--browser-address goes with --browser")
+    where = cli_browser.parse_address(browser_address)
+    if browser:
+        try:
+            from hilltop.webrtc.settings import WebRTCSettings
+
+            cli_browser.refuse_unsupported(
+                tor=tor is not None, streamed=streamed, file=bool(paths),
+                transports=transports, webrtc=options.settings.get(WebRTCSettings),
+                no_listen=options.no_listen)
+        except HilltopError as err:
+            exit_with(err)
     announcement = Announcement(code, code_length, verify, qr=qr, zero_mode=zero_mode)
 
     async def payload(reactor: Any, w: api.Wormhole, options: TransitOptions,
@@ -129,6 +145,29 @@ def send(opts: GlobalOptions, paths: tuple[str, ...], text: str | None, code: st
 
     async def main(reactor: Any) -> int:
         check_transport_names(options)
+        if not browser:
+            return await start(reactor, announcement)
+        lan_hosts: tuple[str, ...] = ()
+        if lan or interface:
+            from hilltop.lan.service import lan_interfaces
+
+            lan_hosts = tuple(lan_interfaces(interface).addresses)
+        served = where.or_host(
+            lambda: lan_hosts[0] if lan_hosts else cli_browser.default_host())
+        from hilltop.cli.pageserver import PageServer
+        from hilltop.webrtc.settings import WebRTCSettings
+
+        server = PageServer(reactor, served.host, served.port)
+        port = server.start()
+        cli_browser.check_reachable(served.host)
+        page = cli_browser.BrowserPage(cli_browser.BrowserAddress(served.host, port),
+                                       options.settings.get(WebRTCSettings), qr, lan_hosts)
+        try:
+            return await start(reactor, dataclasses.replace(announcement, page=page))
+        finally:
+            await server.stop()
+
+    async def start(reactor: Any, announcement: Announcement) -> int:
         if lan or interface:
             from hilltop.lan.service import lan_interfaces  # zeroconf and friends: LAN mode only
 
@@ -177,6 +216,7 @@ class Announcement:
     receive_command: str = "wormhole receive"
     qr: bool = False  # the official client shows one by default; LAN mode never does
     zero_mode: bool = False  # -0: the code is known, so it is neither shown nor drawn
+    page: cli_browser.BrowserPage | None = None  # --browser: the page's URL is shown too
 
 
 async def announce_code(w: api.Wormhole, how: Announcement) -> str:
@@ -192,6 +232,8 @@ async def announce_code(w: api.Wormhole, how: Announcement) -> str:
                                         lambda _: None)  # closed first: nothing to say
     events.emit("code", None if how.zero_mode else f"Wormhole code is: {code}", code=code)
     if events.json_mode():
+        if how.page is not None:  # on stderr, beside the events: a script may open it
+            output.status(how.page.url(code, w.relay_url))
         return code  # the event is the announcement; a script has no use for the QR picture
     if how.qr and not how.zero_mode:
         output.qr_code(f"wormhole-transfer:{code}")
@@ -200,6 +242,8 @@ async def announce_code(w: api.Wormhole, how: Announcement) -> str:
     command = how.receive_command + (" --verify" if how.verify else "")
     output.status(f"{command} -0" if how.zero_mode else f"{command} {code}")
     output.status()
+    if how.page is not None:
+        how.page.announce(code, w.relay_url)
     return code
 
 

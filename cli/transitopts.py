@@ -9,7 +9,7 @@ import click
 
 from hilltop.cli import events
 from hilltop.errors import HilltopError
-from hilltop.transit.options import TransitOptions
+from hilltop.transit.options import DEFAULT_IDLE_TIMEOUT, TransitOptions
 from hilltop.transit.settings import TransportSettings
 
 if TYPE_CHECKING:
@@ -25,8 +25,32 @@ def transit_flags(f: Callable[..., Any]) -> Callable[..., Any]:
                      help="comma-separated transports that may take part, e.g. 'relay'; "
                           "see 'wormhole transports'")(f)
     f = no_plugins_flag(f)
+    f = idle_timeout_flag(f)
     f = webrtc_flags(f)
     return f
+
+
+_IDLE_TIMEOUT = "hilltop.idle_timeout"
+
+
+def _remember_idle_timeout(ctx: click.Context, _param: click.Parameter, value: float) -> float:
+    ctx.meta[_IDLE_TIMEOUT] = value
+    return value
+
+
+def idle_timeout_flag(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``--idle-timeout SECONDS``; kept in the click context like ``--no-plugins``."""
+    return click.option("--idle-timeout", type=click.FloatRange(min=0.1), metavar="SECONDS",
+                        default=DEFAULT_IDLE_TIMEOUT, show_default=True, expose_value=False,
+                        callback=_remember_idle_timeout,
+                        help="give up when the peer stays silent this long while it owes "
+                             "us something (data, its acknowledgement, a sender's offer)")(f)
+
+
+def idle_timeout_chosen() -> float:
+    ctx = click.get_current_context(silent=True)
+    chosen = ctx.meta.get(_IDLE_TIMEOUT) if ctx is not None else None
+    return float(chosen) if chosen is not None else DEFAULT_IDLE_TIMEOUT
 
 
 _WEBRTC = "hilltop.webrtc"
@@ -113,7 +137,7 @@ def transit_options(transit_helper: str, listen: bool, transports: str | None) -
                           no_listen=not listen, transports=names,
                           no_plugins=no_plugins_chosen(),
                           settings=TransportSettings(webrtc_settings()),
-                          on_attempt=events.attempt)
+                          on_attempt=events.attempt, idle_timeout=idle_timeout_chosen())
 
 
 def check_transport_names(options: TransitOptions) -> None:

@@ -65,9 +65,25 @@ class TransitError(RemoteError):
     """No transit connection could be made, or the one we had failed."""
 
 
+class StalledError(TransitError):
+    """The transit connection stayed open but no byte moved for the idle time-out
+    (``TransitOptions.idle_timeout``): a peer that stopped sending or reading without closing
+    (frozen, unplugged, or a middlebox that dropped the flow) would otherwise be waited for
+    forever, as official 0.24 does."""
+
+
 class DialError(TransitError):
     """No transport could even start dialling a hint: each one that claims its type declined,
     raised or hung. The race counts it as that attempt's failure, like a refused connection."""
+
+
+class SilentPeerError(TransferError):
+    """The peer confirmed the key, then sent nothing for the idle time-out where its next
+    message comes without anyone's say (a sender's offer).
+
+    The mailbox server does not tell one side that the other closed its mailbox: a
+    wormhole-william sender that gave up (its transit relay refused it) left our receiver
+    waiting until it was killed. Silence is all there is to notice."""
 
 
 class BadRecordError(ProtocolError):

@@ -162,6 +162,15 @@ class TCPStream(TwistedProtocol):
                 self._connection().resumeProducing()
             self.transport.loseConnection()
 
+    def abort(self) -> None:
+        """Drop the connection at once, without flushing (see ``TransitConnection.abort``)."""
+        if self.transport is not None and self._lost_reason is None:
+            abort = getattr(self.transport, "abortConnection", None)
+            if abort is None:
+                self.transport.loseConnection()
+            else:
+                abort()
+
     def when_closed(self) -> defer.Deferred[None]:
         d: defer.Deferred[None] = defer.Deferred()
         if self._lost_reason is not None:

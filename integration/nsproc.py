@@ -31,7 +31,7 @@ def hilltop_command() -> list[str]:
     if (bindir / "hilltop").exists():
         wormhole = bindir / "wormhole"
         return [str(wormhole if wormhole.exists() else bindir / "hilltop")]
-    return [sys.executable, "-c", "from hilltop.cli.main import main; main()"]
+    return [sys.executable, "-c", "from hilltop.cli.launch import main; main()"]
 
 
 class Proc:

@@ -16,11 +16,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import sys
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from pathlib import PurePath
 from typing import Any, TypeVar
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import CancelledError, Deferred
+from twisted.python.failure import Failure
 
 T = TypeVar("T")
 _TWISTED_DRIVER = PurePath("twisted", "internet", "defer.py")
@@ -129,3 +130,16 @@ def once_fired(d: Deferred[Any]) -> Deferred[None]:
 
     d.addBoth(fire)
     return done
+
+
+def within(d: Deferred[T], seconds: float, reactor: Any,
+           error: Callable[[], BaseException]) -> Deferred[T]:
+    """``d`` itself, cancelled and failing with ``error()`` if it has not fired within
+    ``seconds``. A cancel from elsewhere (Ctrl-C) stays a plain cancel."""
+
+    def timed_out(result: Any, _timeout: float) -> Any:
+        if isinstance(result, Failure) and result.check(CancelledError):
+            raise error()
+        return result  # it fired just as the time ran out: keep what it brought
+
+    return d.addTimeout(seconds, reactor, onTimeoutCancel=timed_out)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from twisted.internet import defer
 
-from hilltop.errors import TransitError
+from hilltop.errors import StalledError, TransitError
 from hilltop.transit import records
 
 if TYPE_CHECKING:
@@ -89,30 +89,37 @@ def calm_gc() -> Iterator[None]:
 
 # --- sending --------------------------------------------------------------------------------------
 async def send(reactor: Any, conn: TransitConnection, source: Source, progress: Progress,
-               record_size: int, hashed: bool = True, *, hasher: Any = None) -> str | None:
+               record_size: int, hashed: bool = True, *, hasher: Any = None,
+               idle_timeout: float | None = None) -> str | None:
     """Stream ``source`` as records; returns its SHA-256 (hex), or None when not ``hashed``.
-    ``hasher`` goes on hashing from bytes sent before (a resumed file's kept prefix)."""
+    ``hasher`` goes on hashing from bytes sent before (a resumed file's kept prefix).
+    ``idle_timeout``: seconds the receiver may take no bytes before :class:`StalledError`."""
     if source.size == 0:
         # Nothing to send, and a receiver expecting nothing acks and hangs up at once, maybe
         # before we would have started: streaming "nothing" then failed on the hang-up.
         return hashlib.sha256().hexdigest() if hashed else None
     return await send_until_end(reactor, conn, source, progress, record_size, hashed,
-                                hasher=hasher)
+                                hasher=hasher, idle_timeout=idle_timeout)
+
+
+SEND_STALLED = "the receiver stopped taking data but kept the connection open"
 
 
 async def send_until_end(reactor: Any, conn: TransitConnection, source: Readable,
                          progress: Progress, record_size: int, hashed: bool = True, *,
-                         hasher: Any = None) -> str | None:
+                         hasher: Any = None, idle_timeout: float | None = None) -> str | None:
     """Stream whatever ``source`` yields until its ``readinto`` returns 0, whatever its
     ``size`` says: a stream of unknown length (:mod:`hilltop.transfer.streaming`) goes
-    this way, and may end at once. ``hasher``: as for :func:`send`."""
+    this way, and may end at once. ``hasher``, ``idle_timeout``: as for :func:`send`."""
     if hasher is None and hashed:
         hasher = hashlib.sha256()
     with calm_gc():
         sock = await conn.borrow_socket_for_sending()
         if sock is not None:
-            return await _pump_out(reactor, conn, sock, source, progress, record_size, hasher)
-        producer = _SourceProducer(reactor, conn, source, progress, record_size, hasher)
+            return await _pump_out(reactor, conn, sock, source, progress, record_size, hasher,
+                                   idle_timeout)
+        producer = _SourceProducer(reactor, conn, source, progress, record_size, hasher,
+                                   idle_timeout)
         lost = conn.when_closed()
         conn.registerProducer(producer, True)
         lost.addCallback(lambda _: producer.stopProducing())
@@ -125,12 +132,13 @@ async def send_until_end(reactor: Any, conn: TransitConnection, source: Readable
 
 async def _pump_out(reactor: Any, conn: TransitConnection, sock: socket.socket,
                     source: Readable, progress: Progress, record_size: int,
-                    hasher: Any) -> str | None:
+                    hasher: Any, idle_timeout: float | None) -> str | None:
     """Send on a thread of its own, straight from the file to the socket (:mod:`bulkpump`)."""
     from hilltop.transit import bulkpump
 
     work = bulkpump.send_source(source, conn.sealer, record_size, hasher)
-    pump = bulkpump.Pump(reactor, sock, work, progress, "hilltop-send")
+    pump = bulkpump.Pump(reactor, sock, work, progress, "hilltop-send",
+                         idle_timeout=idle_timeout, stalled=SEND_STALLED)
 
     def peer_gone(_: object) -> None:  # seen by the reactor, which keeps reading
         pump.stop(TransitError("the transit connection closed while sending"))
@@ -140,6 +148,35 @@ async def _pump_out(reactor: Any, conn: TransitConnection, sock: socket.socket,
         return await pump.done
     finally:
         await pump.close()
+
+
+class IdleTimer:
+    """Calls ``on_idle(seconds)`` once if :meth:`moved` is not called for ``seconds``
+    (None: never); the reactor-driven paths' counterpart of the bulk pump's idle check."""
+
+    def __init__(self, reactor: Any, seconds: float | None,
+                 on_idle: Callable[[float], None]) -> None:
+        self._seconds = seconds
+        self._on_idle = on_idle
+        self._call = None if seconds is None else reactor.callLater(seconds, self._fire)
+
+    def moved(self) -> None:
+        if self._call is not None and self._call.active() and self._seconds is not None:
+            self._call.reset(self._seconds)
+
+    def stop(self) -> None:
+        if self._call is not None and self._call.active():
+            self._call.cancel()
+        self._call = None
+
+    def _fire(self) -> None:
+        self._call = None
+        assert self._seconds is not None
+        self._on_idle(self._seconds)
+
+
+def stalled(seconds: float, why: str) -> StalledError:
+    return StalledError(f"nothing moved for {seconds:g} s: {why}")
 
 
 _SEND_AHEAD = 4
@@ -158,10 +195,13 @@ class _SourceProducer:
     """
 
     def __init__(self, reactor: Any, conn: TransitConnection, source: Readable,
-                 progress: Progress, record_size: int, hasher: Any) -> None:
+                 progress: Progress, record_size: int, hasher: Any,
+                 idle_timeout: float | None = None) -> None:
         from hilltop.transit.bulkpump import BatchSealer
         from hilltop.transit.pipeline import OrderedWorker
 
+        self._idle = IdleTimer(reactor, idle_timeout,
+                               lambda t: self._finish(stalled(t, SEND_STALLED)))
         self._conn = conn
         self._progress = progress
         self._batches = BatchSealer(source, conn.sealer, record_size, _BATCH_BYTES, hasher)
@@ -194,6 +234,7 @@ class _SourceProducer:
 
     def resumeProducing(self) -> None:  # noqa: N802
         self._paused = False
+        self._idle.moved()
         self._worker.poll()
         self._worker.set_hungry(True)
         self._flush()
@@ -216,6 +257,7 @@ class _SourceProducer:
             except TransitError as err:
                 self._finish(err)
                 return
+            self._idle.moved()
             self._progress(n)
         self._fill()
 
@@ -232,6 +274,7 @@ class _SourceProducer:
     def _finish(self, error: BaseException | None) -> None:
         if self.done.called:
             return
+        self._idle.stop()
         self._conn.unregisterProducer()
         if error is None:
             self.done.callback(self._batches.hexdigest())
@@ -240,22 +283,29 @@ class _SourceProducer:
 
 
 # --- receiving ------------------------------------------------------------------------------------
+RECEIVE_STALLED = ("the sender stopped sending but kept the connection open; "
+                   "the file was not saved")
+
+
 async def receive(reactor: Any, conn: TransitConnection, sink: Sink, size: int,
-                  progress: Progress, *, inline: bool) -> None:
+                  progress: Progress, *, inline: bool, idle_timeout: float | None = None) -> None:
     """``size`` bytes into ``sink``: on a thread reading the socket itself when the
-    connection has a plain one (:mod:`bulkpump`), else through :class:`_RecordSink`."""
+    connection has a plain one (:mod:`bulkpump`), else through :class:`_RecordSink`.
+    ``idle_timeout``: seconds without a byte from the sender before :class:`StalledError`."""
     if size == 0:
         return
     with calm_gc():
         borrowed = await conn.borrow_socket_for_receiving()
         if borrowed is None:
-            await _RecordSink(reactor, conn, sink, size, progress, inline=inline).run()
+            await _RecordSink(reactor, conn, sink, size, progress, inline=inline,
+                              idle_timeout=idle_timeout).run()
             return
         from hilltop.transit import bulkpump
 
         sock, leftover = borrowed
         work = bulkpump.receive_into_sink(leftover, conn.opener, sink, size)
-        pump = bulkpump.Pump(reactor, sock, work, progress, "hilltop-receive")
+        pump = bulkpump.Pump(reactor, sock, work, progress, "hilltop-receive",
+                             idle_timeout=idle_timeout, stalled=RECEIVE_STALLED)
         try:
             await pump.done
         finally:
@@ -281,7 +331,10 @@ class _RecordSink:
 
     def __init__(self, reactor: Any, conn: TransitConnection,
                  sink: Sink, size: int,
-                 progress: Progress, *, inline: bool = False) -> None:
+                 progress: Progress, *, inline: bool = False,
+                 idle_timeout: float | None = None) -> None:
+        self._reactor = reactor
+        self._idle_timeout = idle_timeout
         self._conn = conn
         self._sink = sink
         self._size = size
@@ -306,10 +359,13 @@ class _RecordSink:
                 return
             self._conn.set_frame_buffers(self._alloc)
             self._worker.set_hungry(False)
+            self._idle = IdleTimer(self._reactor, self._idle_timeout,
+                                   lambda t: self._fail(stalled(t, RECEIVE_STALLED)))
             self._conn.set_frame_receiver(self._frames, self._lost)
             try:
                 await self._done
             finally:
+                self._idle.stop()
                 self._conn.set_frame_receiver(None, None)
                 self._conn.set_frame_buffers(bytearray)
         finally:
@@ -330,6 +386,7 @@ class _RecordSink:
     def _frames(self, frames: list[Any]) -> None:
         if self._done.called:
             return
+        self._idle.moved()
         nbytes = sum(len(f) for f in frames)
         self._waiting += nbytes
         self._worker.submit((frames, nbytes))
@@ -346,6 +403,7 @@ class _RecordSink:
         self._progress(plain)
         if self._done.called:
             return
+        self._idle.moved()  # our own slow disk is not the sender's silence
         if self._written >= self._size:
             self._done.callback(None)
         elif self._broken and not self._worker.pending:

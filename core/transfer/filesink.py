@@ -68,6 +68,30 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
         view = view[written:]
 
 
+def sync_filesystem(path: str) -> None:
+    """Make everything written on the filesystem holding ``path`` durable (Linux
+    ``syncfs``; ``sync`` where it is missing). Raises OSError.
+
+    Why for a received folder, before the ack: an acknowledged transfer may be deleted at
+    the sender, so its files must survive a power cut here. One ``syncfs`` flushes them all
+    at once, where an ``fsync`` per file would wait for the disk 10,000 times.
+    """
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    syncfs = getattr(libc, "syncfs", None)
+    if syncfs is None:
+        os.sync()
+        return
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if syncfs(fd) != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code))
+    finally:
+        os.close(fd)
+
+
 def io_error(err: OSError, doing: str) -> HilltopError:
     if err.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
         return DiskFullError(f"disk full while {doing}; the partial data was removed")

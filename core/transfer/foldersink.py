@@ -248,6 +248,10 @@ class _Unpacker(Offered):
             os.chmod(self.path, received_mode(None, umask=self._umask, is_dir=True))
         except OSError as err:
             raise io_error(err, "setting permissions") from None
+        try:  # durable before the ack, as a received file is (its fsync)
+            filesink.sync_filesystem(self.path)
+        except OSError as err:
+            raise io_error(err, "writing the received folder to disk") from None
         return digest
 
     def close(self) -> None:

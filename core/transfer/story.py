@@ -18,7 +18,14 @@ import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from hilltop.errors import PeerRejectedError, ProtocolError, TransferError, TransitError
+from hilltop.errors import (
+    PeerRejectedError,
+    ProtocolError,
+    SilentPeerError,
+    StalledError,
+    TransferError,
+    TransitError,
+)
 from hilltop.rendezvous import capabilities
 from hilltop.transfer import datapath, offers, resume
 from hilltop.transfer.datapath import DataPath, Progress
@@ -125,22 +132,28 @@ async def send_source(
         conn = await connect_transit(runner, peer_transit, plan.cipher)
         try:
             hasher = None
+            idle = options.idle_timeout
             if proving is not None:
                 assert answer.resume is not None
-                hasher = await _send_proof(conn, source, answer.resume[0], proving, on_resume)
+                hasher = await _send_proof(reactor, conn, source, answer.resume[0], proving,
+                                           on_resume, idle)
             on_connected(conn.description)
             digest = await datapath.send(reactor, conn, source, progress, plan.record_size,
-                                         plan.hashed, hasher=hasher)
+                                         plan.hashed, hasher=hasher, idle_timeout=idle)
             try:
-                ack = await conn.receive_record()
+                ack = await next_record(reactor, conn, idle, "confirming the transfer")
+            except StalledError:
+                raise
             except TransitError:
                 raise TransferError(
                     "the receiver closed the connection without confirming the transfer "
                     "(it may have refused what it got)") from None
             _check_ack(ack, digest, resumed=hasher is not None)
-            return digest
-        finally:
-            await conn.close()
+        except BaseException:
+            await conn.abort()
+            raise
+        await conn.close()
+        return digest
     finally:
         if proving is not None:
             await _settled(proving)
@@ -160,13 +173,15 @@ def _start_proof(resumable: bool, source: Source, answer: offers.Answer) -> Any:
     return threads.deferToThread(source.prove_prefix, offset, salt)
 
 
-async def _send_proof(conn: TransitConnection, source: Source, requested: int, proving: Any,
-                      on_resume: Callable[[int, str], None]) -> Any:
+async def _send_proof(reactor: Any, conn: TransitConnection, source: Source, requested: int,
+                      proving: Any, on_resume: Callable[[int, str], None],
+                      idle: float | None) -> Any:
     """Prove our prefix; returns the salted hash to continue over the rest if the receiver
     continues (the ack then carries ``SHA-256(salt || file)``), else None (it starts over)."""
     proof = await proving
     conn.send_record(resume.proof_record(proof.proof()))
-    start = resume.parse_decision(await _record(conn, "deciding where to resume"), requested)
+    start = resume.parse_decision(
+        await _record(reactor, conn, "deciding where to resume", idle), requested)
     if not start:
         on_resume(0, "the receiver's partial differs from this file")
         return None
@@ -175,11 +190,28 @@ async def _send_proof(conn: TransitConnection, source: Source, requested: int, p
     return proof.whole
 
 
-async def _record(conn: TransitConnection, doing: str) -> bytes:
+async def _record(reactor: Any, conn: TransitConnection, doing: str,
+                  idle: float | None) -> bytes:
     try:
-        return await conn.receive_record()
+        return await next_record(reactor, conn, idle, doing)
+    except StalledError:
+        raise
     except TransitError:
         raise TransferError(f"the peer closed the connection while {doing}") from None
+
+
+async def next_record(reactor: Any, conn: TransitConnection, idle: float | None,
+                      doing: str) -> bytes:
+    """The peer's next record, or :class:`StalledError` after ``idle`` seconds without it
+    (a peer that went silent with the connection open: frozen, or cut off by the network)."""
+    from hilltop._runtime.awaitable import within
+
+    d = conn.receive_record()
+    if idle is not None:
+        within(d, idle, reactor, lambda: StalledError(
+            f"the peer sent nothing for {idle:g} s while {doing}, "
+            "with the connection still open"))
+    return await d
 
 
 async def _settled(d: Any) -> None:
@@ -245,15 +277,20 @@ def _check_ack(record: bytes, digest: str | None, *, resumed: bool = False) -> N
 
 
 # --- receiver ---------------------------------------------------------------------------------
-async def receive_offer(w: Wormhole) -> tuple[offers.Offer, offers.TransitMsg | None]:
+async def receive_offer(w: Wormhole, *, reactor: Any = None, idle_timeout: float | None = None
+                        ) -> tuple[offers.Offer, offers.TransitMsg | None]:
     """Read app messages until the sender's offer; returns it with the sender's transit hints.
 
     A garbled or unknown offer is answered with the ``error`` text official receivers send,
-    so the sender sees why, and raised here.
+    so the sender sees why, and raised here. With ``idle_timeout`` (and ``reactor``), a
+    sender silent that long fails with :class:`SilentPeerError`: call this once the key is
+    confirmed, when a sender's messages follow without anyone's say (unless its user was
+    asked to compare verifiers, which ``idle_timeout`` must then allow for).
     """
     peer_transit: offers.TransitMsg | None = None
     while True:
-        data = await w.get_message()  # its errors end the wormhole: nothing to answer
+        # its errors (and the idle time-out's) end the wormhole: nothing to answer
+        data = await _message(w, reactor, idle_timeout)
         try:
             msg = offers.parse_app_message(data)
         except ProtocolError as err:
@@ -271,6 +308,18 @@ async def receive_offer(w: Wormhole) -> tuple[offers.Offer, offers.TransitMsg | 
                 w.send_message(offers.ErrorMsg("transfer rejected").to_wire())
                 raise ProtocolError("the sender offered a file before its transit hints")
             return msg, peer_transit
+
+
+def _message(w: Wormhole, reactor: Any, idle: float | None) -> Any:
+    """The peer's next mailbox message, failing with :class:`SilentPeerError` after ``idle``."""
+    d = w.get_message()
+    if idle is not None and reactor is not None:
+        from hilltop._runtime.awaitable import within
+
+        within(d, idle, reactor, lambda: SilentPeerError(
+            f"the sender said nothing for {idle:g} s after the code was confirmed: it may "
+            "have given up and closed its side (nothing was received)"))
+    return d
 
 
 def open_sink(offer: offers.FileOffer | offers.DirectoryOffer, target: str, *,
@@ -344,19 +393,21 @@ async def receive_into(
         conn = await connect_transit(runner, peer_transit, plan.cipher)
         try:
             if proving is not None:
-                offset = await _check_proof(conn, sink, proving, offset, plan.hashed,
-                                            on_resume)
+                offset = await _check_proof(reactor, conn, sink, proving, offset, plan.hashed,
+                                            on_resume, options.idle_timeout)
             on_connected(conn.description)
             await datapath.receive(reactor, conn, sink, size - offset, progress,
-                                   inline=v1_sender)
+                                   inline=v1_sender, idle_timeout=options.idle_timeout)
             digest = sink.finish()
             try:
                 conn.send_record(_ack(digest))
             except TransitError as err:
                 on_unacknowledged(str(err))
-            return digest
-        finally:
-            await conn.close()
+        except BaseException:
+            await conn.abort()
+            raise
+        await conn.close()
+        return digest
     except BaseException:
         if proving is not None:
             await _settled(proving)  # before the sink closes the file it reads
@@ -367,12 +418,14 @@ async def receive_into(
             await runner.stop()
 
 
-async def _check_proof(conn: TransitConnection, sink: Sink, proving: Any, offset: int,
-                       hashed: bool, on_resume: Callable[[int, str], None]) -> int:
+async def _check_proof(reactor: Any, conn: TransitConnection, sink: Sink, proving: Any,
+                       offset: int, hashed: bool, on_resume: Callable[[int, str], None],
+                       idle: float | None) -> int:
     """Compare the sender's proof of the prefix with ours; tell it where to start."""
     import hmac
 
-    theirs = resume.parse_proof(await _record(conn, "proving the file it resumes"))
+    theirs = resume.parse_proof(
+        await _record(reactor, conn, "proving the file it resumes", idle))
     ours = await proving
     start = offset if hmac.compare_digest(theirs, ours) else 0
     sink.resume_at(start, hashed)  # type: ignore[attr-defined]

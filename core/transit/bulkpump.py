@@ -35,7 +35,7 @@ from typing import Any, Generic, TypeVar
 from twisted.internet import defer
 
 from hilltop._runtime.awaitable import once_fired
-from hilltop.errors import TransitError
+from hilltop.errors import StalledError, TransitError
 from hilltop.transit import records
 
 T = TypeVar("T")
@@ -83,12 +83,19 @@ class Pump(Generic[T]):
 
     The work function uses :meth:`send_all`, :meth:`recv_into` and :meth:`report`;
     :meth:`stop` from the reactor thread shuts the socket down, which wakes any blocked call.
+    ``idle_timeout``: seconds a blocked ``send``/``recv`` may go without moving a byte before
+    the work fails with :class:`StalledError` (``stalled`` says why, for a person); None
+    waits for ever.
     """
 
     def __init__(self, reactor: Any, sock: socket.socket, work: Callable[[Pump[T]], T],
-                 progress: Callable[[int], None], name: str) -> None:
+                 progress: Callable[[int], None], name: str, *,
+                 idle_timeout: float | None = None, stalled: str = "") -> None:
         self._reactor = reactor
         self.sock = sock
+        self._idle_timeout = idle_timeout
+        self._stalled = stalled or "the peer stopped moving data but kept the connection open"
+        self._moved_at = time.monotonic()
         self._work = work
         self._progress = progress
         self._unreported = 0
@@ -137,12 +144,14 @@ class Pump(Generic[T]):
             try:
                 sent = self.sock.send(data)
             except TimeoutError:
+                self._check_idle()
                 continue
             except OSError as err:
                 self._check()
                 raise TransitError(  # the same words as when the reactor sees it first
                     f"the transit connection closed while sending ({err.strerror})") from None
             data = data[sent:]
+            self._moved_at = time.monotonic()
 
     def recv_into(self, buffer: memoryview,
                   on_timeout: Callable[[], None] | None = None) -> int:
@@ -151,14 +160,17 @@ class Pump(Generic[T]):
         while True:
             self._check()
             try:
-                return self.sock.recv_into(buffer)
+                got = self.sock.recv_into(buffer)
             except TimeoutError:
+                self._check_idle()
                 if on_timeout is not None:
                     on_timeout()
                 continue
             except OSError:
                 self._check()
                 return 0  # reset by the peer: the caller reports how far it got
+            self._moved_at = time.monotonic()
+            return got
 
     def report(self, nbytes: int, final: bool = False) -> None:
         self._unreported += nbytes
@@ -172,6 +184,11 @@ class Pump(Generic[T]):
     def _check(self) -> None:
         if self._stopping:
             raise _Stopped
+
+    def _check_idle(self) -> None:
+        limit = self._idle_timeout
+        if limit is not None and time.monotonic() - self._moved_at >= limit:
+            raise StalledError(f"nothing moved for {limit:g} s: {self._stalled}")
 
     def _run(self) -> None:
         try:

@@ -173,8 +173,14 @@ class TransitConnection:
         self._decoder.framer.alloc = alloc
 
     def receive_record(self) -> DualDeferred[bytes]:
-        """Pull mode: the next record, or a TransitError once the connection is gone."""
-        d: DualDeferred[bytes] = DualDeferred()
+        """Pull mode: the next record, or a TransitError once the connection is gone.
+        Cancelling gives up the place in line: the next record goes to the next caller."""
+
+        def give_up(waiting: defer.Deferred[bytes]) -> None:
+            if waiting in self._waiters:
+                self._waiters.remove(waiting)
+
+        d: DualDeferred[bytes] = DualDeferred(give_up)
         self._start_consuming()
         if self._queue:
             d.callback(self._queue.popleft())
@@ -201,6 +207,18 @@ class TransitConnection:
     def close(self) -> defer.Deferred[None]:
         """Close the connection; the Deferred fires once the socket is really gone."""
         self.stream.close()
+        return self.stream.when_closed()
+
+    def abort(self) -> defer.Deferred[None]:
+        """Drop the connection now, without flushing what waits to be sent; fires once it
+        is gone. For a transfer that failed: a stalled peer never takes our buffered bytes,
+        so :meth:`close`, which flushes them first, waited as long as the peer did. Streams
+        without ``abort`` (an optional method of a plugin's stream) are closed."""
+        abort = getattr(self.stream, "abort", None)
+        if abort is None:
+            self.stream.close()
+        else:
+            abort()
         return self.stream.when_closed()
 
     def when_closed(self) -> defer.Deferred[None]:

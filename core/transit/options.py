@@ -13,6 +13,9 @@ from typing import Any
 
 from hilltop.transit.settings import TransportSettings
 
+DEFAULT_IDLE_TIMEOUT = 120.0
+"""Seconds of a peer's silence that end a transfer (:attr:`TransitOptions.idle_timeout`)."""
+
 
 @dataclass(frozen=True)
 class AttemptNote:
@@ -37,6 +40,12 @@ class TransitOptions:
       ``TransitSession.settings``.
     * ``plugin_options``: free-form settings for third-party plugins, keyed by transport name;
       becomes ``TransitSession.options`` (plugin api 1). Built-in transports read none.
+    * ``idle_timeout``: seconds the peer may stay silent where it owes us something (bytes
+      mid-transfer, room in its receive window, the final ack, a sender's offer once the
+      key is confirmed) before the transfer ends with
+      :class:`~hilltop.errors.StalledError` or :class:`~hilltop.errors.SilentPeerError`
+      (``--idle-timeout``). Why 120 s: the transit race's own limit, and long enough for a
+      receiver's fsync of a big file on a slow disk; official 0.24 waits forever.
     """
 
     transit_helpers: Sequence[str] = ()
@@ -49,3 +58,4 @@ class TransitOptions:
     plugin_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # told about each attempt as the race goes (the CLI's --json events); never changes it
     on_attempt: Callable[[AttemptNote], None] | None = None
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT

@@ -810,3 +810,42 @@ def test_receiving_a_file_does_not_import_the_zip_reader(tmp_path: Path) -> None
         " 'hilltop.transfer.foldersink' in sys.modules)\n")
     assert run_fresh(probe).split() == ["False", "False"]
     assert (tmp_path / "f").read_bytes() == b"x"
+
+
+def test_a_received_folder_is_synced_to_disk_before_it_counts_as_received(
+        box: Path, monkeypatch) -> None:
+    """The ack follows ``finish``: its files must be durable by then, as a file's fsync
+    makes it. The sync comes after the last file was written and before the rename."""
+    data = zip_bytes([("a.txt", b"alpha" * 1000, 0o644), ("sub/b.txt", b"beta", 0o644)])
+    synced: list[tuple[str, bool]] = []
+    real_sync = filesink.sync_filesystem
+
+    def watching_sync(path: str) -> None:
+        synced.append((path, os.path.exists(box / "recv")))
+        real_sync(path)
+
+    monkeypatch.setattr(filesink, "sync_filesystem", watching_sync)
+    sink = DirectorySink(str(box / "recv"), offer_for(data))
+    feed(sink, data)
+    sink.finish()
+    assert synced == [(sink.temp_path, False)]  # the hidden folder, not yet published
+    assert (box / "recv" / "sub" / "b.txt").read_bytes() == b"beta"
+
+
+def test_a_folder_that_cannot_be_synced_is_not_received(box: Path, monkeypatch) -> None:
+    data = zip_bytes([("a.txt", b"alpha", 0o644)])
+
+    def failing_sync(_path: str) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(filesink, "sync_filesystem", failing_sync)
+    sink = DirectorySink(str(box / "recv"), offer_for(data))
+    feed(sink, data)
+    with pytest.raises(LocalError, match="writing the received folder to disk"):
+        sink.finish()
+    assert os.listdir(box) == []
+
+
+def test_sync_filesystem_flushes_a_real_folder(tmp_path: Path) -> None:
+    (tmp_path / "f").write_bytes(b"x")
+    filesink.sync_filesystem(str(tmp_path))  # raises OSError if syncfs failed

@@ -1,0 +1,169 @@
+"""A peer that goes silent with its connection open: every wait it could leave open for ever
+ends after ``idle_timeout`` with :class:`StalledError` or :class:`SilentPeerError`.
+
+Found by issue 20: a sender that stopped mid-file (SIGSTOP, a cut link, a middlebox that dropped
+the flow) left the receiver waiting for ever, and so did a wormhole-william sender that gave
+up before its offer (the mailbox server does not tell us the peer closed its side).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import pytest_twisted
+from test_bulkpump import _EndlessSource
+from test_datapath import connected_pair
+from twisted.internet import defer
+
+from hilltop._runtime.awaitable import within
+from hilltop.errors import SilentPeerError, StalledError
+from hilltop.transfer import datapath, story
+from hilltop.transfer.filesink import FileSink
+from hilltop.transit import records
+
+IDLE = 0.5
+BOUND = 4.0
+"""Seconds within which a stall of :data:`IDLE` must be reported (a loaded CI machine)."""
+
+
+def threads_end(name: str) -> bool:
+    """No thread called ``name`` is left within 2 s (one may still be returning when the
+    reactor hears it is done)."""
+    deadline = time.monotonic() + 2.0
+    while [t for t in threading.enumerate() if t.name == name]:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def reactor_path(*conns) -> None:
+    """Take the reactor-driven pipeline instead of the bulk pump's thread."""
+    for conn in conns:
+        conn.stream.lend_socket = lambda: defer.succeed(None)
+
+
+@pytest.mark.parametrize("path", ["pump", "reactor", "reactor-inline"])
+@pytest_twisted.ensureDeferred
+async def test_a_sender_silent_mid_file_stalls_the_receive(tmp_path: Path, path: str) -> None:
+    from twisted.internet import reactor
+
+    s, r, cs, cr = await connected_pair(reactor)
+    if path != "pump":
+        reactor_path(cs, cr)
+    size = 10 * records.BIG_RECORD_SIZE
+    sink = FileSink(str(tmp_path / "dst"), size)
+    cs.send_record(b"x" * 1000)  # then nothing, and the connection stays open
+    started = time.monotonic()
+    with pytest.raises(StalledError, match="the sender stopped sending"):
+        await datapath.receive(reactor, cr, sink, size, lambda _n: None,
+                               inline=path == "reactor-inline", idle_timeout=IDLE)
+    assert IDLE <= time.monotonic() - started < BOUND
+    sink.abort()
+    assert os.listdir(tmp_path) == []
+    assert threads_end("hilltop-receive")
+    await cs.close()
+    await s.stop()
+    await r.stop()
+
+
+@pytest.mark.parametrize("path", ["pump", "reactor"])
+@pytest_twisted.ensureDeferred
+async def test_a_receiver_that_stops_reading_stalls_the_send(path: str) -> None:
+    from twisted.internet import reactor
+
+    s, r, cs, cr = await connected_pair(reactor)
+    if path != "pump":
+        reactor_path(cs, cr)
+    cr.pauseProducing()  # never reads again: the socket buffers fill, then nothing moves
+    started = time.monotonic()
+    with pytest.raises(StalledError, match="the receiver stopped taking data"):
+        await datapath.send(reactor, cs, _EndlessSource(), lambda _n: None,
+                            records.BIG_RECORD_SIZE, False, idle_timeout=IDLE)
+    assert IDLE <= time.monotonic() - started < BOUND + 2.0  # filling the buffers first
+    assert threads_end("hilltop-send")
+    await cs.abort()  # close() would wait to flush what the receiver never takes
+    await s.stop()
+    await r.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_slow_but_moving_sender_is_not_a_stall(tmp_path: Path) -> None:
+    """Each record comes after less than the time-out: the receive goes on to the end."""
+    from twisted.internet import reactor, task
+
+    s, r, cs, cr = await connected_pair(reactor)
+    reactor_path(cs, cr)
+    chunks = 6
+    sink = FileSink(str(tmp_path / "dst"), chunks * 100)
+
+    async def trickle() -> None:
+        for _ in range(chunks):
+            await task.deferLater(reactor, IDLE / 2, lambda: None)
+            cs.send_record(b"y" * 100)
+
+    await defer.gatherResults([
+        defer.ensureDeferred(trickle()),
+        defer.ensureDeferred(datapath.receive(reactor, cr, sink, chunks * 100,
+                                              lambda _n: None, inline=False,
+                                              idle_timeout=IDLE))])
+    sink.finish()
+    assert (tmp_path / "dst").read_bytes() == b"y" * 600
+    await cs.close()
+    await s.stop()
+    await r.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_receiver_that_never_acks_stalls_the_sender() -> None:
+    """The sender's wait for the final ack (a receiver frozen after the last byte)."""
+    from twisted.internet import reactor
+
+    s, r, cs, cr = await connected_pair(reactor)
+    with pytest.raises(StalledError, match="sent nothing for 0.3 s while confirming"):
+        await story.next_record(reactor, cs, 0.3, "confirming the transfer")
+    cr.send_record(b"late")  # the connection itself still works
+    assert await cs.receive_record() == b"late"
+    await cs.close()
+    await s.stop()
+    await r.stop()
+
+
+class SilentWormhole:
+    """A peer that confirmed the key and then says nothing (it closed its mailbox)."""
+
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+
+    def get_message(self) -> defer.Deferred[bytes]:
+        return defer.Deferred()
+
+    def send_message(self, data: bytes) -> None:
+        self.sent.append(data)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_sender_that_never_offers_is_given_up_on() -> None:
+    from twisted.internet import reactor
+
+    started = time.monotonic()
+    with pytest.raises(SilentPeerError, match="said nothing for 0.3 s after the code"):
+        await story.receive_offer(SilentWormhole(), reactor=reactor,  # type: ignore[arg-type]
+                                  idle_timeout=0.3)
+    assert time.monotonic() - started < BOUND
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_cancel_from_elsewhere_is_not_a_time_out() -> None:
+    """Ctrl-C cancels what we wait for: that must stay a cancel (exit 130), not a stall."""
+    from twisted.internet import reactor
+
+    d: defer.Deferred[None] = defer.Deferred()
+    within(d, 30.0, reactor, lambda: StalledError("no"))
+    d.cancel()
+    with pytest.raises(defer.CancelledError):
+        await d
