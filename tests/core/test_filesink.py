@@ -849,3 +849,14 @@ def test_a_folder_that_cannot_be_synced_is_not_received(box: Path, monkeypatch) 
 def test_sync_filesystem_flushes_a_real_folder(tmp_path: Path) -> None:
     (tmp_path / "f").write_bytes(b"x")
     filesink.sync_filesystem(str(tmp_path))  # raises OSError if syncfs failed
+
+
+def test_a_huge_offered_file_count_sizes_nothing(box: Path) -> None:
+    """An offer of 10**12 files costs the peer nothing to make; the count is shown to the
+    user and compared with what arrives (more is refused), never used to size anything, so a
+    zip that holds fewer files unpacks as it would under an honest offer."""
+    data = zip_bytes([("one.txt", b"1", 0o100644)])
+    sink = DirectorySink(str(box / "recv"), offer_for(data, numfiles=10**12))
+    feed(sink, data)
+    sink.finish()
+    assert os.listdir(box / "recv") == ["one.txt"]
