@@ -106,6 +106,7 @@ async def send_lan(reactor: Any, opts: GlobalOptions, interfaces: LanInterfaces,
     try:
         mdns = await aio(Mdns.open(interfaces.zeroconf))
         code, nameplate = await _announce(mdns, mailbox, code, code_length)
+        mailbox.serve_only(nameplate)
         output.status(f"LAN mailbox: {urls[0]} (announced as nameplate {nameplate} "
                       f"on {', '.join(interfaces.names)})")
         output.status(f"Clients without --lan can use: wormhole --relay-url {urls[0]} receive")

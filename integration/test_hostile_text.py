@@ -134,3 +134,34 @@ def test_an_offered_name_that_reverses_itself(hilltop: Callable[..., Peer], fres
     assert " as invoice\\u202efdp.exe]" in received.stderr, received.describe()
     assert not RAW.search(received.stderr), received.describe()
     assert (dest / name).read_text() == "not a pdf\n"
+
+
+MAX_RSS = 200 * 1024  # KiB; an idle receiver peaks near 60 MB, the text alone would be 100 MB
+PEAK_RSS = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); "
+            "print('maxrss', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, "
+            "file=sys.stderr); sys.exit(r.returncode)")
+"""Runs a command and reports its peak resident memory (KiB) on stderr."""
+
+
+def test_a_100_mb_text_is_refused_with_bounded_memory(peers: Peers, mailbox_url: str,
+                                                      fresh_code: str) -> None:
+    """A peer offers 100 MB of text through the official mailbox server, which relays it
+    (200 MB of hex in one frame). The receiver's WebSocket refuses the frame from its header,
+    before reading it: one clear line, non-zero exit, and its memory never holds the text."""
+    peer = subprocess.Popen([sys.executable, str(HERE / "hostile_text_peer.py"), mailbox_url,
+                             fresh_code, "huge", "100"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        received = peers.run("hilltop", [sys.executable, "-c", PEAK_RSS, *hilltop_command(),
+                                         "--relay-url", mailbox_url, "receive", fresh_code],
+                             relay_url=mailbox_url).finish(120)
+    finally:
+        peer.kill()
+        peer.wait()
+    assert received.returncode == 1, received.describe()
+    assert "Traceback" not in received.stderr, received.describe()
+    [line] = [ln for ln in received.stderr.splitlines() if ln.startswith("ERROR:")]
+    assert "the mailbox server sent a message over 16.8 MB" in line, received.describe()
+    assert received.stdout == "", received.describe()
+    peak = int(re.search(r"maxrss (\d+)", received.stderr).group(1))  # type: ignore[union-attr]
+    assert peak < MAX_RSS, f"receiver peaked at {peak} KiB:\n{received.describe()}"

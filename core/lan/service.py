@@ -27,6 +27,7 @@ from twisted.internet.error import CannotListenError
 from hilltop.errors import LocalError, NameTaken, NotFoundOnLan
 from hilltop.hints._tcp import usable_address
 from hilltop.lan import wire
+from hilltop.lan.guard import Budget, ConnectionGuard, LanLimits, guarded_protocol
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +93,11 @@ def lan_interfaces(name: str | None = None, adapters: Iterable[Any] | None = Non
 class LanMailbox:
     """The official mailbox server, in this process, on the given addresses and one port."""
 
-    def __init__(self, reactor: Any, addresses: Sequence[str]) -> None:
+    def __init__(self, reactor: Any, addresses: Sequence[str],
+                 limits: LanLimits | None = None) -> None:
         self._reactor = reactor
         self._addresses = list(addresses)
+        self._budget = Budget(limits or LanLimits())
         self._ports: list[Any] = []
         self._server: Any = None
         self.port = 0
@@ -104,12 +107,11 @@ class LanMailbox:
         """Listen; returns the ``ws://`` URLs, IPv4 first. Raises LocalError if none works."""
         from wormhole_mailbox_server.database import create_or_upgrade_channel_db
         from wormhole_mailbox_server.server import make_server
-        from wormhole_mailbox_server.web import make_web_server
 
         # allow_list=False: nobody on the LAN may list the nameplates in use
         self._server = make_server(create_or_upgrade_channel_db(":memory:"), allow_list=False)
         self._server.startService()
-        site = make_web_server(self._server, False)
+        site = self._guarded_site()
         for address in self._addresses:
             try:
                 port = self._reactor.listenTCP(self.port, site, interface=address)
@@ -123,6 +125,28 @@ class LanMailbox:
             self._server.stopService()
             raise LocalError("the LAN mailbox could not listen on any LAN address")
         return wire.mailbox_urls(self.addresses, self.port)
+
+    def serve_only(self, nameplate: str) -> None:
+        """From now on the one nameplate any client may claim (the one just announced)."""
+        self._budget.nameplate = nameplate
+
+    def _guarded_site(self) -> Any:
+        """The official server's web site (``/v1``, no request log), inside the limits of
+        :mod:`hilltop.lan.guard`."""
+        from autobahn.twisted.resource import WebSocketResource
+        from wormhole_mailbox_server.server_websocket import WebSocketServerFactory
+        from wormhole_mailbox_server.web import PrivacyEnhancedSite, Root
+
+        limits = self._budget.limits
+        factory = WebSocketServerFactory(None, self._server)
+        factory.protocol = guarded_protocol(factory.protocol, self._budget)
+        factory.setProtocolOptions(maxMessagePayloadSize=limits.frame_bytes,
+                                   maxFramePayloadSize=limits.frame_bytes)
+        root = Root()
+        root.putChild(b"v1", WebSocketResource(factory))
+        site = PrivacyEnhancedSite(root)
+        site.logRequests = False
+        return ConnectionGuard(site, limits)
 
     def stop(self) -> defer.Deferred[Any]:
         ports, self._ports = self._ports, []

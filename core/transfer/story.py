@@ -268,7 +268,9 @@ def _check_ack(record: bytes, digest: str | None, *, resumed: bool = False) -> N
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise ProtocolError("the receiver's final acknowledgement is not JSON") from None
     if not isinstance(ack, dict) or ack.get("ack") != "ok":
-        raise TransferError(f"the receiver did not confirm the transfer: {ack!r}")
+        shown = repr(ack)  # the peer's words: repr escapes them; cut, a record may be 64 MiB
+        shown = shown if len(shown) <= 200 else shown[:200] + "..."
+        raise TransferError(f"the receiver did not confirm the transfer: {shown}")
     theirs = ack.get("sha256")
     if resumed and theirs is None:
         raise TransferError("the receiver did not confirm the resumed file's SHA-256")
@@ -289,8 +291,10 @@ async def receive_offer(w: Wormhole, *, reactor: Any = None, idle_timeout: float
     """
     peer_transit: offers.TransitMsg | None = None
     while True:
+        # its errors (and the idle time-out's) end the wormhole: nothing to answer
+        data = await _message(w, reactor, idle_timeout)
         try:
-            msg = offers.parse_app_message(await _message(w, reactor, idle_timeout))
+            msg = offers.parse_app_message(data)
         except ProtocolError as err:
             w.send_message(offers.ErrorMsg(getattr(err, "reply", str(err))).to_wire())
             raise

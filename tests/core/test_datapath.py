@@ -297,6 +297,16 @@ def test_ack_carries_sha256_only_when_hashed() -> None:
         story._check_ack(b'{"ack": "no"}', None)
 
 
+def test_a_hostile_ack_is_shown_short_and_escaped() -> None:
+    """A receiver may answer with any record up to 64 MiB: the sender's one error line shows
+    its start, escaped (the CLI's terminal_safe comes on top)."""
+    ack = json.dumps({"ack": "\x1b[2J" + "x" * 10_000_000}).encode()
+    with pytest.raises(TransferError) as info:
+        story._check_ack(ack, None)
+    assert len(str(info.value)) < 300 and "\\x1b[2J" in str(info.value)
+    assert "\x1b" not in str(info.value)
+
+
 def test_skip_hash_only_before_data(tmp_path: Path) -> None:
     sink = FileSink(str(tmp_path / "f"), 6)
     sink.skip_hash()

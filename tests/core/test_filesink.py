@@ -526,6 +526,10 @@ HOSTILE = {
     "control-char": [("bad\x1bname", b"x", 0o100644)],
     "long-component": [("n" * 256, b"x", 0o100644)],
     "empty-file-name": [("./", b"", 0o40755), (".", b"x", 0o100644)],
+    "dotdot-alone": [("..", b"evil", 0o100644)],
+    "dotdot-dir-alone": [("../", b"", 0o40755)],
+    "dotdot-last": [("a/..", b"evil", 0o100644)],
+    "dot-dotdot-dir": [("./../", b"", 0o40755)],
 }
 
 
@@ -555,6 +559,19 @@ def test_hostile_zip_refused_and_nothing_written(tmp_path: Path, box: Path, case
     data = zip_bytes([("benign.txt", b"ok", 0o100644), *HOSTILE[case]])
     info = assert_refused(tmp_path, box, data, "refusing the received folder")
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("name", [b"nul\x00name", b"\x00leading.txt", b"dir\x00/x.txt",
+                                  b"x/\x00\x00.txt"])
+def test_a_name_with_a_nul_byte_is_refused(tmp_path: Path, box: Path, name: bytes) -> None:
+    """zipfile cannot write a NUL into a name (it cuts the name there), so the zip is made
+    with a stand-in of the same length and the name bytes are patched in both headers."""
+    stand_in = name.replace(b"\x00", b"#")
+    data = zip_bytes([("benign.txt", b"ok", 0o100644),
+                      (stand_in.decode(), b"evil", 0o100644)]).replace(stand_in, name)
+    assert data.count(name) == 2  # local and central header
+    info = assert_refused(tmp_path, box, data, "refusing the received folder")
+    assert "\x00" not in str(info.value)
 
 
 def test_encrypted_entry_refused(tmp_path: Path, box: Path) -> None:
@@ -832,3 +849,14 @@ def test_a_folder_that_cannot_be_synced_is_not_received(box: Path, monkeypatch) 
 def test_sync_filesystem_flushes_a_real_folder(tmp_path: Path) -> None:
     (tmp_path / "f").write_bytes(b"x")
     filesink.sync_filesystem(str(tmp_path))  # raises OSError if syncfs failed
+
+
+def test_a_huge_offered_file_count_sizes_nothing(box: Path) -> None:
+    """An offer of 10**12 files costs the peer nothing to make; the count is shown to the
+    user and compared with what arrives (more is refused), never used to size anything, so a
+    zip that holds fewer files unpacks as it would under an honest offer."""
+    data = zip_bytes([("one.txt", b"1", 0o100644)])
+    sink = DirectorySink(str(box / "recv"), offer_for(data, numfiles=10**12))
+    feed(sink, data)
+    sink.finish()
+    assert os.listdir(box / "recv") == ["one.txt"]

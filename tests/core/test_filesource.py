@@ -311,9 +311,14 @@ def test_unreadable_entries_seen_by_an_ordinary_user() -> None:
                     refused = "no error"
                 except UnsendableError as err:
                     refused = str(err)
+                try:  # the unreadable file itself, as test_unreadable_file (skipped as root)
+                    open_source(str(tree / "locked"))
+                    refused_file = "no error"
+                except UnsendableError as err:
+                    refused_file = str(err)
                 with open_source(str(tree), skip_unsendable=True) as source:
                     _, zf = zip_of(source)
-                report = f"{refused}|{zf.namelist()}|{len(source.skipped)}"
+                report = f"{refused}|{zf.namelist()}|{len(source.skipped)}|{refused_file}"
                 os.write(writing, report.encode())
             except BaseException as err:  # noqa: BLE001 - reported to the parent
                 os.write(writing, f"child failed: {err!r}".encode())
@@ -324,9 +329,9 @@ def test_unreadable_entries_seen_by_an_ordinary_user() -> None:
             report = r.read()
         os.waitpid(pid, 0)
         (tree / "closed").chmod(0o755)
-    assert report.count("|") == 2, report
-    refused, names, skipped = report.split("|")
-    assert "Permission denied" in refused
+    assert report.count("|") == 3, report
+    refused, names, skipped, refused_file = report.split("|")
+    assert "Permission denied" in refused and "Permission denied" in refused_file
     assert names == "['open']" and skipped == "2"
 
 

@@ -9,10 +9,12 @@ import pytest
 from hilltop.errors import ProtocolError, UnknownOfferError
 from hilltop.transfer import offers
 from hilltop.transfer.manifest import (
+    MAX_ENTRIES,
     FilesOffer,
     ManifestEntry,
     TopItem,
     checked_offer,
+    files_from_body,
 )
 
 
@@ -86,3 +88,9 @@ def test_malformed_manifests_are_protocol_errors(body: object) -> None:
     with pytest.raises(ProtocolError) as err:
         offers.parse_app_message(data)
     assert not isinstance(err.value, UnknownOfferError)
+
+
+def test_a_manifest_of_too_many_entries_is_refused_before_any_is_read() -> None:
+    entries = [{"path": f"f{i}", "size": 0} for i in range(MAX_ENTRIES + 1)]
+    with pytest.raises(ProtocolError, match=f"more than {MAX_ENTRIES} entries"):
+        files_from_body({"entries": entries})

@@ -1,0 +1,133 @@
+"""What the sender is asked to send misbehaves (issue 20, point 3, sender side).
+
+A path that cannot be sent (a symlink loop; in a folder also a FIFO or socket) is refused
+with one line before any code is shown; a socket given as the path (a stream, like a FIFO)
+fails once the receiver accepts. A file that shrinks, or a folder entry that vanishes, while
+the bytes flow: the sender stops with one line naming the file, and the receiver is left
+with nothing that looks complete (at most its hidden partial). The big files are sparse:
+they cost no disk on the sender's side, and the receiver gets only a few of their megabytes
+before the change.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from conftest import Peer
+
+BIG = 4 * 1000**3
+"""4 GB (sparse): long enough on loopback to change the file after "Sending" appears."""
+
+
+def one_error_line(stderr: str) -> str:
+    assert "Traceback" not in stderr, stderr
+    [line] = [ln for ln in stderr.splitlines() if ln.startswith("ERROR:")]
+    return line
+
+
+def visible(folder: Path) -> list[str]:
+    return sorted(name for name in os.listdir(folder) if not name.startswith("."))
+
+
+def make_unsendable(tmp_path: Path, kind: str) -> Path:
+    path = tmp_path / kind
+    if kind == "symlink-loop":
+        os.symlink(path.name, path)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "socket":
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(path))
+        sock.close()
+    return path
+
+
+def test_a_symlink_loop_is_refused_before_any_code(hilltop: Callable[..., Peer],
+                                                  tmp_path: Path) -> None:
+    path = make_unsendable(tmp_path, "symlink-loop")
+    result = hilltop("send", str(path), relay_url="ws://127.0.0.1:9/v1",
+                     transit_helper="tcp:127.0.0.1:9").finish(30)
+    assert result.returncode == 1, result.describe()
+    assert "Too many levels of symbolic links" in one_error_line(result.stderr)
+    assert "Wormhole code is" not in result.stderr
+
+
+def test_a_socket_offered_as_a_stream_fails_clearly_once_accepted(
+        hilltop: Callable[..., Peer], fresh_code: str, tmp_path: Path) -> None:
+    """A FIFO or socket given as the path is a stream by design (``send <(cmd)``, see
+    test_pipes.py); a socket cannot be opened for reading, which is said in one line, and
+    the receiver keeps nothing."""
+    path = make_unsendable(tmp_path, "socket")
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    sender = hilltop("send", "--code", fresh_code, str(path))
+    received = hilltop("receive", "--accept-file", fresh_code, cwd=dest).finish(60)
+    sent = sender.finish(60)
+    assert sent.returncode == 1, sent.describe()
+    assert "socket" in one_error_line(sent.stderr), sent.describe()
+    assert received.returncode != 0 and visible(dest) == [], received.describe()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket", "symlink-loop"])
+def test_an_unsendable_entry_in_a_folder_is_refused_before_any_code(
+        hilltop: Callable[..., Peer], tmp_path: Path, kind: str) -> None:
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "fine.txt").write_text("fine\n")
+    make_unsendable(folder, kind)
+    result = hilltop("send", str(folder), relay_url="ws://127.0.0.1:9/v1",
+                     transit_helper="tcp:127.0.0.1:9").finish(30)
+    assert result.returncode == 1, result.describe()
+    assert kind in one_error_line(result.stderr), result.describe()
+
+
+def transfer_then(hilltop: Callable[..., Peer], fresh_code: str, tmp_path: Path, what: Path,
+                  change: Callable[[], None]) -> tuple[Peer, Peer, Path]:
+    """Start sending ``what``, call ``change`` once the bytes flow; (sender, receiver, dest)."""
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    sender = hilltop("send", "--code", fresh_code, str(what))
+    receiver = hilltop("receive", "--accept-file", fresh_code, cwd=dest)
+    sender.wait_for_line(r"^Sending \(")
+    change()
+    return sender, receiver, dest
+
+
+def test_a_file_that_shrinks_while_sent(hilltop: Callable[..., Peer], fresh_code: str,
+                                        tmp_path: Path) -> None:
+    big = tmp_path / "big.bin"
+    with open(big, "wb") as f:
+        f.truncate(BIG)
+    sender, receiver, dest = transfer_then(hilltop, fresh_code, tmp_path, big,
+                                           lambda: os.truncate(big, 1_000_000))
+    sent, received = sender.finish(60), receiver.finish(60)
+    assert sent.returncode == 1, sent.describe()
+    assert "got shorter" in one_error_line(sent.stderr), sent.describe()
+    assert received.returncode != 0, received.describe()
+    one_error_line(received.stderr)
+    assert visible(dest) == [], received.describe()
+
+
+def test_a_folder_entry_that_vanishes_while_sent(hilltop: Callable[..., Peer],
+                                                 fresh_code: str, tmp_path: Path) -> None:
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    with open(folder / "a-big.bin", "wb") as f:  # sent first: entries go in name order
+        f.truncate(BIG // 10)  # all of it is sent (and written) before the vanished entry
+    (folder / "z-later.txt").write_text("gone before its turn\n")
+    sender, receiver, dest = transfer_then(hilltop, fresh_code, tmp_path, folder,
+                                           lambda: os.unlink(folder / "z-later.txt"))
+    sent, received = sender.finish(120), receiver.finish(120)
+    assert sent.returncode == 1, sent.describe()
+    line = one_error_line(sent.stderr)
+    assert "z-later.txt" in line and "No such file" in line, sent.describe()
+    assert received.returncode != 0, received.describe()
+    one_error_line(received.stderr)
+    assert visible(dest) == [], received.describe()
