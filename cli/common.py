@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn, cast
 
 from hilltop.cli import events, exitcodes, output
+from hilltop.cli.prompts import end_question_line
 from hilltop.errors import HilltopError
 
 
@@ -149,6 +150,7 @@ def run(main: Callable[[Any], Coroutine[Any, Any, int | None]]) -> None:
         """Twisted's own SIGINT/SIGTERM handlers call ``reactor.stop`` unguarded, so a signal
         that came while the command was already ending (a second Ctrl-C, a SIGTERM as the
         last reply arrived) logged ReactorNotRunning, reported as a bug in hilltop."""
+        reactor.callFromThread(end_question_line)
         reactor.callFromThread(stop, None)
 
     def start() -> None:

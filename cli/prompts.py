@@ -54,8 +54,23 @@ async def ask_yes_no(reactor: Any, question: str, fd: int = STDIN) -> bool:
     events.emit("question", question=question.strip())  # a script answers on stdin
     sys.stderr.write(output.terminal_safe(question))
     sys.stderr.flush()
-    answer = await read_line(reactor, fd)
+    _asking.append(question)
+    try:
+        answer = await read_line(reactor, fd)
+    finally:
+        _asking.remove(question)
     return answer.strip().lower() in YES
+
+
+_asking: list[str] = []
+"""Questions on screen waiting for their answer (the cursor is at the end of the last)."""
+
+
+def end_question_line() -> None:
+    """Ctrl-C at a question: what is printed next gets a line of its own."""
+    if _asking:
+        sys.stderr.write("\n")
+        sys.stderr.flush()
 
 
 def _read_line_blocking(fd: int) -> str:

