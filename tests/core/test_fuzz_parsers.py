@@ -1,13 +1,13 @@
 """Every parser that reads what the network sent, fed garbage: only our own errors come out.
 
-The parsers: mailbox frames and the rendezvous engine behind them, PAKE bodies, v1 app
-messages (with the ``hilltop-files`` manifest), WebRTC signals, stream-v1 records and
-trailers, resume records, a peer's ``app_versions``, transit hints, the transit handshake,
-transit records, the zip reader and LAN TXT records. Each input is raw bytes, or a
+The parsers: mailbox frames and the rendezvous engine behind them, PAKE bodies, v1 app messages
+(with the ``hilltop-files`` manifest), WebRTC signals, stream-v1 records and trailers, resume
+records, a peer's ``app_versions``, transit hints, the transit handshake, transit records, the
+zip reader, and LAN TXT records, addresses and service names. Each input is raw bytes, or a
 well-formed shape with hostile values, or such a shape damaged, so both the decoders and the
 checks after them run. Parsers that read the same kind of input (a JSON document in bytes, a
-decoded JSON value) share each example: every one of them still sees every example, for a
-third of hypothesis's own cost per example.
+decoded JSON value) share each example: every one of them still sees every example, for a third
+of hypothesis's own cost per example.
 
 The invariant is h11's fuzz rule: a :class:`~hilltop.errors.HilltopError` or a result, nothing
 else. A ``RecursionError``, ``KeyError`` or ``IllegalTransition`` escaping would be a traceback
@@ -331,7 +331,19 @@ txt_records = st.dictionaries(
     txt_values | st.sampled_from([b"1", b"mailbox", b"4", b"/v1"]), max_size=6)
 
 
+addresses = st.lists(st.ip_addresses().map(str) | st.text(max_size=20)
+                     | st.sampled_from(["::1", "127.0.0.1", "fe80::1", "0.0.0.0", "1.2.3"]),
+                     max_size=5)
+service_names = (st.text(max_size=40) | st.builds(
+    lambda n, tail: lanwire.mailbox_service_name(n)[:tail], st.from_regex(r"\A[0-9]{1,6}\Z"),
+    st.integers(0, 80)))
+
+
 @FUZZ
-@given(txt_records, st.sampled_from(["4", "123"]))
-def test_lan_txt_records(properties: dict[Any, Any], nameplate: str) -> None:
+@given(txt_records, st.sampled_from(["4", "123"]), addresses, service_names)
+def test_lan_txt_records(properties: dict[Any, Any], nameplate: str, found: list[str],
+                         name: str) -> None:
+    """A found service's TXT record, its addresses and its name (all from the network)."""
     only_our_errors(lambda: lanwire.parse_mailbox_txt(properties, nameplate))
+    only_our_errors(lambda: lanwire.order_addresses(found))
+    only_our_errors(lambda: lanwire.nameplate_of(name))

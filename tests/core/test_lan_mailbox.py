@@ -138,3 +138,37 @@ async def test_a_real_lan_mailbox_serves_its_nameplate_and_refuses_others() -> N
             await stranger.when_closed()
     finally:
         await mailbox.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_real_lan_mailbox_closes_the_fifth_connection_from_one_address() -> None:
+    from twisted.internet import defer, endpoints, reactor, task
+
+    from hilltop.lan.service import LanMailbox
+
+    class Watch(protocol.Protocol):
+        def __init__(self) -> None:
+            self.lost: defer.Deferred[None] = defer.Deferred()
+
+        def connectionLost(self, reason: object = None) -> None:
+            self.lost.callback(None)
+
+    mailbox = LanMailbox(reactor, ["127.0.0.1"])
+    mailbox.start()
+    endpoint = endpoints.TCP4ClientEndpoint(reactor, "127.0.0.1", mailbox.port)
+    try:
+        held = [await endpoints.connectProtocol(endpoint, Watch()) for _ in range(4)]
+        fifth = await endpoints.connectProtocol(endpoint, Watch())
+        await fifth.lost.addTimeout(5, reactor)  # closed by the server at once
+        assert not any(w.lost.called for w in held)
+        held[0].transport.loseConnection()
+        await held[0].lost
+        await task.deferLater(reactor, 0.2, lambda: None)  # the server sees the close too
+        sixth = await endpoints.connectProtocol(endpoint, Watch())
+        await task.deferLater(reactor, 0.2, lambda: None)
+        assert not sixth.lost.called  # a place came free
+        for w in [*held[1:], sixth]:
+            w.transport.loseConnection()
+            await w.lost
+    finally:
+        await mailbox.stop()
