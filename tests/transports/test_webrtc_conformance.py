@@ -303,3 +303,38 @@ async def test_a_failed_peer_connection_ends_the_wait_at_once() -> None:
         assert await _unless_failed(opened, failed) == "channel"
 
     await defer.Deferred.fromFuture(asyncio.ensure_future(scenario()))
+
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_failed_negotiation_nobody_waited_for_is_not_logged_at_exit() -> None:
+    """A race won elsewhere never calls ``connect()``; the attempt's failure must not reach
+    asyncio's "Task exception was never retrieved" log (printed at exit with a traceback)."""
+    import gc
+
+    from hilltop.transports.webrtc import _mark_retrieved
+
+    loop = asyncio.get_running_loop()
+    logged: list[dict[str, Any]] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: logged.append(context))
+
+    async def fail() -> None:
+        raise RuntimeError("no ICE candidate")
+
+    async def run(mark: bool) -> None:
+        task = loop.create_task(fail())
+        if mark:
+            task.add_done_callback(_mark_retrieved)
+        await defer.Deferred.fromFuture(asyncio.ensure_future(asyncio.sleep(0.01)))
+        del task
+        gc.collect()
+
+    try:
+        await run(mark=False)
+        assert logged, "the check itself is blind: an unread failure should be logged"
+        logged.clear()
+        await run(mark=True)
+        assert not logged
+    finally:
+        loop.set_exception_handler(previous)
