@@ -336,6 +336,19 @@ def offer_kind(offer: offers.FileOffer | offers.DirectoryOffer | offers.FilesOff
 
 
 async def close_quietly(w: api.Wormhole) -> None:
-    """Close the wormhole; an error that already ended it was reported by whoever awaited."""
-    with contextlib.suppress(Exception):  # the first error is the one the user sees
+    """Close the wormhole; an error that already ended it was reported by whoever awaited.
+
+    Ctrl-C or SIGTERM while closing still lets the close finish (the interrupt's cleanup
+    allows it a few seconds): the last message queued before it, "transfer rejected" after
+    a "no" say, was otherwise cut off inside this process and its sender waited for ever.
+    """
+    from twisted.internet.defer import CancelledError
+
+    try:
         await w.close()
+    except CancelledError:
+        with contextlib.suppress(Exception):
+            await w.when_closed()
+        raise
+    except Exception:  # noqa: BLE001, S110 - the first error is the one the user sees
+        pass
