@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from conftest import ServerProcess
+from serverkit import ServerProcess
 from test_resume import CountingProxy
 
 if TYPE_CHECKING:

@@ -11,12 +11,12 @@ failure is one line on stderr with a non-zero exit and never a traceback.
 from __future__ import annotations
 
 import re
-import socket
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pytest
+from serverkit import free_port
 
 if TYPE_CHECKING:  # conftest is pytest's to import; at runtime these come through fixtures
     from conftest import MailboxServer, Peer, Peers, Result
@@ -25,13 +25,6 @@ interop = pytest.mark.interop
 
 TEXT = "hello from the other side: ünïcode ✓, two  spaces"
 WRONG_WORDS = "aardvark-adroitness"  # real PGP words, just not the ones the sender used
-
-
-def free_port() -> int:
-    """A loopback port with nothing listening: a relay URL that refuses connections."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def transfer(peers: Peers, sender: str, receiver: str, text: str = TEXT

@@ -16,11 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from serverkit import free_port
 
 
 @dataclass
@@ -28,7 +24,7 @@ class Node:
     name: str
     datadir: Path
     kind: str  # "authority", "relay" or "client"
-    control: int = field(default_factory=_free_port)
+    control: int = field(default_factory=free_port)
     orport: int = 0
     dirport: int = 0
     socks: int = 0
@@ -55,13 +51,13 @@ class TorNetwork:
         self.dirauths: list[str] = []  # DirAuthority values, known once start() made the keys
         for i in range(3):
             self.nodes.append(Node(f"auth{i}", workdir / f"auth{i}", "authority",
-                                   orport=_free_port(), dirport=_free_port()))
+                                   orport=free_port(), dirport=free_port()))
         for i in range(2):
             self.nodes.append(Node(f"relay{i}", workdir / f"relay{i}", "relay",
-                                   orport=_free_port()))
+                                   orport=free_port()))
         for i in range(clients):
             self.nodes.append(Node(f"client{i}", workdir / f"client{i}", "client",
-                                   socks=_free_port()))
+                                   socks=free_port()))
 
     @property
     def clients(self) -> list[Node]:
