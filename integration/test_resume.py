@@ -58,9 +58,17 @@ class CountingProxy:
         return seen
 
     def close(self) -> None:
+        """Drop every connection now, as a relay that dies would.
+
+        ``shutdown`` first: on Linux, ``close`` from this thread neither wakes a thread blocked
+        in ``accept``/``recv``/``sendall`` on that socket nor sends the FIN while that call
+        holds it, so peers and pipe threads waited on a proxy that was already "closed"."""
         self._closed = True
-        self._listener.close()
-        for s in list(self._socks):
+        with self._lock:
+            socks, self._socks = [self._listener, *self._socks], []
+        for s in socks:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
             with contextlib.suppress(OSError):
                 s.close()
 
@@ -70,8 +78,17 @@ class CountingProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
-            server = socket.create_connection(self.target)
-            self._socks += [client, server]
+            try:
+                server = socket.create_connection(self.target)
+            except OSError:  # the target is gone (a killed relay): refuse this client too
+                client.close()
+                continue
+            with self._lock:
+                if self._closed:
+                    client.close()
+                    server.close()
+                    return
+                self._socks += [client, server]
             threading.Thread(target=self._pipe, args=(client, server, True), daemon=True).start()
             threading.Thread(target=self._pipe, args=(server, client, False),
                              daemon=True).start()
