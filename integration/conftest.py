@@ -98,6 +98,17 @@ def only_loopback() -> bool:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def interruptible_peers() -> None:
+    """Peers must meet Ctrl-C as a user's would, whoever started pytest.
+
+    A shell starts a background job (``bash .ci/run &``, a CI runner) with SIGINT ignored, and
+    an ignored signal stays ignored across ``exec``: every peer would then shrug off the
+    SIGINT a test sends. A handler, unlike SIG_IGN, is reset to the default by ``exec``."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.fixture(scope="session", autouse=True)
 def isolated_network() -> None:
     """Every peer advertises every address it has; only a loopback-only network namespace
     guarantees that no test traffic goes anywhere but 127.0.0.1/::1."""
