@@ -70,6 +70,13 @@ class Case:
                                 s.wait_for_code(), cwd=dest, env=env)
         return s, r
 
+    def mid_transfer(self, dest: Path) -> tuple[Peer, Peer]:
+        """:meth:`pair` of a 30 MB file, once a quarter of it is in the receiver's partial."""
+        src = random_file(self.tmp / "big.bin")
+        s, r = self.pair(src, dest)
+        wait_until_partial(dest, src.name, SIZE // 4, s, r, part=f"{src.name}.tmp")
+        return s, r
+
 
 def ended(peer: Peer | subprocess.Popen[bytes], wait: float = WAIT, *,
           stderr: str | None = None) -> str:
@@ -128,35 +135,24 @@ def tmpfs(where: Path, size: int) -> Iterator[Path]:
 
 # --- network faults ---------------------------------------------------------------------------
 def sender_killed(c: Case) -> Iterator[str]:
-    dest, src = c.dest(), random_file(c.tmp / "big.bin")
-    s, r = c.pair(src, dest)
-    wait_until_partial(dest, src.name, SIZE // 4, s, r, part="big.bin.tmp")
+    dest = c.dest()
+    s, r = c.mid_transfer(dest)
     s.kill()
     yield f"receiver: {ended(r)}; {left(dest)}"
 
 
-def sender_frozen(c: Case) -> Iterator[str]:
-    dest, src = c.dest(), random_file(c.tmp / "big.bin")
-    s, r = c.pair(src, dest)
-    wait_until_partial(dest, src.name, SIZE // 4, s, r, part="big.bin.tmp")
-    stop(s)
-    try:
-        yield f"receiver: {ended(r)}; {left(dest)}"
-    finally:
-        cont(s)
-    yield f"woken sender: {ended(s)}"
-
-
-def receiver_frozen(c: Case) -> Iterator[str]:
-    dest, src = c.dest(), random_file(c.tmp / "big.bin")
-    s, r = c.pair(src, dest)
-    wait_until_partial(dest, src.name, SIZE // 4, s, r, part="big.bin.tmp")
-    stop(r)
-    try:
-        yield f"sender: {ended(s)}"
-    finally:
-        cont(r)
-    yield f"woken receiver: {ended(r)}; {left(dest)}"
+def frozen(side: str) -> Callable[[Case], Iterator[str]]:
+    def run(c: Case) -> Iterator[str]:
+        dest = c.dest()
+        s, r = c.mid_transfer(dest)
+        hit, other = (s, r) if side == "sender" else (r, s)
+        stop(hit)
+        try:
+            yield f"{'receiver' if side == 'sender' else 'sender'}: {ended(other)}; {left(dest)}"
+        finally:
+            cont(hit)
+        yield f"woken {side}: {ended(hit)}; {left(dest)}"
+    return run
 
 
 def mailbox_restarted(c: Case) -> Iterator[str]:
@@ -327,9 +323,8 @@ def signal_question(c: Case, sig: signal.Signals) -> Iterator[str]:
 
 def signal_mid_transfer(side: str) -> Callable[[Case, signal.Signals], Iterator[str]]:
     def run(c: Case, sig: signal.Signals) -> Iterator[str]:
-        dest, src = c.dest(f"{side}-{sig.name}"), random_file(c.tmp / "big.bin")
-        s, r = c.pair(src, dest)
-        wait_until_partial(dest, src.name, SIZE // 4, s, r, part="big.bin.tmp")
+        dest = c.dest(f"{side}-{sig.name}")
+        s, r = c.mid_transfer(dest)
         hit, other = (r, s) if side == "receiving" else (s, r)
         os.kill(hit.pid, sig)
         yield f"{side} side: {ended(hit)}; the other: {ended(other)}; {left(dest)}"
@@ -365,8 +360,8 @@ def no_close(c: Case) -> Iterator[str]:
 
 CASES: dict[str, Callable[[Case], Iterator[str]]] = {
     "sender-killed": sender_killed,
-    "sender-frozen": sender_frozen,
-    "receiver-frozen": receiver_frozen,
+    "sender-frozen": frozen("sender"),
+    "receiver-frozen": frozen("receiver"),
     "mailbox-restarted": mailbox_restarted,
     "peer-gives-up": peer_gives_up,
     "never-answered": never_answered,
