@@ -71,13 +71,15 @@ def random_file(path: Path, size: int = SIZE) -> Path:
 
 
 def wait_until_partial(dest: Path, name: str, at_least: int, *peers: Peer,
-                       timeout: float = 60.0) -> None:
+                       timeout: float = 60.0, part: str | None = None) -> None:
     """Until the receiver's hidden partial of ``name`` holds ``at_least`` bytes (or its
-    hidden folder exists, for a folder); every peer must still be running meanwhile."""
-    part, folder = dest / f".{name}.hilltop-part", dest / f".{name}.hilltop-dir"
+    hidden folder exists, for a folder); every peer must still be running meanwhile.
+    ``part`` names another receiver's partial (official 0.24 writes ``NAME.tmp``)."""
+    folder = dest / f".{name}.hilltop-dir"
+    part_path = dest / (part or f".{name}.hilltop-part")
     deadline = time.monotonic() + timeout
     while True:
-        if folder.exists() or (part.exists() and part.stat().st_size >= at_least):
+        if folder.exists() or (part_path.exists() and part_path.stat().st_size >= at_least):
             return
         for peer in peers:
             if peer.poll() is not None:

@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,12 +29,14 @@ from faultkit import (
     random_file,
     wait_until_partial,
 )
+from never_acking_receiver import MARK as NEVER_ACKING
 from nsproc import hilltop_command
 from test_resume import digest
 
 if TYPE_CHECKING:
     from conftest import Peer, Peers
 
+HERE = Path(__file__).resolve().parent
 BOUND = 30.0
 INTERRUPTED = "ERROR: interrupted before the transfer finished"
 
@@ -224,6 +227,29 @@ def test_interrupt_while_the_sender_waits_for_its_receiver(peers: Peers, tmp_pat
     clean_interrupt(sent.stderr, sent.returncode, sent.describe())
 
 
+def until_asked(argv: list[str], cwd: Path, question: bytes, *, on_stdout: bool = False
+                ) -> tuple[subprocess.Popen[bytes], bytes]:
+    """Start ``argv`` with a stdin that stays open and unanswered; return once it has shown
+    ``question`` (on stderr, or on stdout where ``input()`` puts a prompt), with what it
+    showed. The question has no newline, so bytes are read as they come."""
+    env = {k: v for k, v in os.environ.items() if k != "WORMHOLE_ACCEPT_FILE"}
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=cwd, env=env)
+    stream = proc.stdout if on_stdout else proc.stderr
+    assert stream is not None
+    seen = b""
+    deadline = time.monotonic() + BOUND
+    try:
+        while question not in seen:
+            assert time.monotonic() < deadline and proc.poll() is None, seen.decode()
+            seen += os.read(stream.fileno(), 4096)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    return proc, seen
+
+
 @pytest.mark.parametrize("sig", SIGNALS)
 @pytest.mark.parametrize("sender", ["hilltop", "official"])
 def test_interrupt_at_the_accept_question_tells_the_sender(
@@ -235,18 +261,11 @@ def test_interrupt_at_the_accept_question_tells_the_sender(
     code = s.wait_for_code()
     dest = tmp_path / "dest"
     dest.mkdir()
-    env = {k: v for k, v in os.environ.items() if k != "WORMHOLE_ACCEPT_FILE"}
-    r = subprocess.Popen([*hilltop_command(), "--relay-url", peers.servers.relay_url,
-                          "--transit-helper", peers.servers.transit_helper, "receive", code],
-                         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, cwd=dest, env=env)
+    r, seen = until_asked([*hilltop_command(), "--relay-url", peers.servers.relay_url,
+                           "--transit-helper", peers.servers.transit_helper, "receive", code],
+                          dest, b"ok? (y/N)")
     try:
         assert r.stderr is not None
-        seen = b""
-        deadline = time.monotonic() + BOUND
-        while b"ok? (y/N)" not in seen:  # the question has no newline: read bytes
-            assert time.monotonic() < deadline and r.poll() is None, seen.decode()
-            seen += os.read(r.stderr.fileno(), 4096)
         interrupted(r, sig)
         r.wait(BOUND)  # stdin stays open: communicate() would close it, an answer of "no"
         text = (seen + r.stderr.read()).decode()
@@ -281,3 +300,35 @@ def test_interrupt_mid_transfer_on_the_sending_side(peers: Peers, own_relay: Own
     assert s.finish(60).returncode == 0
     assert digest(dest / src.name) == digest(src)
     assert shutil.disk_usage(dest).free > 0
+
+
+def never_acking(peers: Peers, src: Path, dest: Path, sender: str) -> tuple[Peer, Peer]:
+    """``sender`` sends ``src`` to a receiver that takes every byte and never acks; returns
+    once the receiver has them all, so the sender waits for the confirmation."""
+    start = {"hilltop": peers.hilltop, "official": peers.official}
+    s = start[sender]("send", str(src))
+    r = peers.run("never-acking", [sys.executable, str(HERE / "never_acking_receiver.py"),
+                                   "--relay-url", peers.servers.relay_url, "--transit-helper",
+                                   peers.servers.transit_helper, "receive", "--accept-file",
+                                   s.wait_for_code()], relay_url=peers.servers.relay_url,
+                  cwd=dest)
+    r.wait_for_line(NEVER_ACKING)
+    return s, r
+
+
+@pytest.mark.parametrize("sig", SIGNALS)
+def test_interrupt_while_the_sender_waits_for_the_ack(peers: Peers, tmp_path: Path,
+                                                     sig: signal.Signals) -> None:
+    """Every byte is sent and the receiver never confirms (``never_acking_receiver.py``):
+    the sender waits up to its idle time-out (120 s); a signal cancels that wait. Under 4 s:
+    a wait that ignored its cancel would be cut off by the 5 s clean-up limit instead."""
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    s, _ = never_acking(peers, random_file(tmp_path / "small.bin", 1_000_000), dest, "hilltop")
+    time.sleep(0.5)
+    assert s.poll() is None, s.finish(5).describe()
+    interrupted(s, sig)
+    started = time.monotonic()
+    sent = s.finish(BOUND)
+    clean_interrupt(sent.stderr, sent.returncode, sent.describe())
+    assert time.monotonic() - started < 4.0, sent.describe()

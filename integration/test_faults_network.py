@@ -236,11 +236,9 @@ def relay_refused_hosts(tmp_path: Path) -> Path:
     return hosts
 
 
-def test_william_sender_giving_up_before_its_offer(peers: Peers, dest: Path,
-                                                  tmp_path: Path) -> None:
-    """wormhole-william sends nothing after the key if its relay refuses it: it closes its
-    mailbox and exits. The server does not tell us, so our receiver stops after
-    ``--idle-timeout`` of silence (it used to wait until killed, as official 0.24 does)."""
+def william_giving_up(peers: Peers, tmp_path: Path) -> Peer:
+    """A wormhole-william sender of a small file whose relay is refused: once the key is
+    confirmed it closes its mailbox and exits without an offer."""
     exe = shutil.which("wormhole-william")
     if exe is None:
         pytest.skip("wormhole-william is not installed")
@@ -249,10 +247,18 @@ def test_william_sender_giving_up_before_its_offer(peers: Peers, dest: Path,
     src = random_file(tmp_path / "small.bin", 1000)
     hosts = relay_refused_hosts(tmp_path)
     relay_url = peers.servers.relay_url
-    s = peers.run("wormhole-william", [
+    return peers.run("wormhole-william", [
         "unshare", "--mount", "sh", "-c",
         f'mount --bind "{hosts}" /etc/hosts && exec "{exe}" --relay-url "{relay_url}" '
         f'send "{src}"'], relay_url=relay_url)
+
+
+def test_william_sender_giving_up_before_its_offer(peers: Peers, dest: Path,
+                                                  tmp_path: Path) -> None:
+    """wormhole-william sends nothing after the key if its relay refuses it: it closes its
+    mailbox and exits. The server does not tell us, so our receiver stops after
+    ``--idle-timeout`` of silence (it used to wait until killed, as official 0.24 does)."""
+    s = william_giving_up(peers, tmp_path)
     code = s.wait_for_code()
     r = peers.hilltop("receive", "--accept-file", "--idle-timeout", str(IDLE), code, cwd=dest)
     sent = s.finish(BOUND)

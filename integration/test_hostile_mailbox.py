@@ -26,21 +26,23 @@ SCALE = {"HILLTOP_MAILBOX_TIMEOUT_SCALE": "0.1"}
 """30 s becomes 3 s: the welcome, claim and allocate timeouts; 10 s becomes 1 s for the goodbye."""
 
 
+def start_hostile_mailbox(mode: str, started: list[subprocess.Popen[str]]) -> str:
+    """``hostile_mailbox.py MODE``, appended to ``started`` (the caller kills it by its PID);
+    returns ``ws://127.0.0.1:PORT/v1``."""
+    proc = subprocess.Popen([sys.executable, str(HERE / "hostile_mailbox.py"), mode],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    started.append(proc)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("PORT "), f"hostile_mailbox.py {mode} did not start: {line!r}"
+    return f"ws://127.0.0.1:{int(line.split()[1])}/v1"
+
+
 @pytest.fixture
 def hostile_mailbox() -> Iterator[Callable[[str], str]]:
     """``start(mode) -> ws://127.0.0.1:PORT/v1``; each server is killed by its PID afterwards."""
     started: list[subprocess.Popen[str]] = []
-
-    def start(mode: str) -> str:
-        proc = subprocess.Popen([sys.executable, str(HERE / "hostile_mailbox.py"), mode],
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        started.append(proc)
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("PORT "), f"hostile_mailbox.py {mode} did not start: {line!r}"
-        return f"ws://127.0.0.1:{int(line.split()[1])}/v1"
-
-    yield start
+    yield lambda mode: start_hostile_mailbox(mode, started)
     for proc in started:
         proc.kill()
         proc.wait()
