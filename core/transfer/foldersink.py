@@ -154,7 +154,48 @@ class _EntryChecker:
         return perms if entry.create_system == 3 and perms else None
 
 
-class _Unpacker(Offered):
+class FolderSpool(Offered):
+    """A claimed hidden folder that received bytes go into, one open file at a time: what a
+    folder's unpacker and the several-files staging folder (:mod:`hilltop.transfer.manysink`)
+    share, so both close, clean up and reach the disk the same way."""
+
+    def __init__(self, size: int, what: str, directory: str, name: str) -> None:
+        super().__init__(size, what)
+        self.direct_io = False  # many files through the page cache; nothing to switch
+        try:
+            self.path, self._claim = claim_folder(directory, name)
+        except OSError as err:
+            raise io_error(err, f"creating a temporary folder in {directory!r}") from None
+        self._fd: int | None = None  # the file being written
+        self._umask = umask_shown_by(self.path)
+
+    def make_durable(self) -> None:
+        """Flush everything received to the disk before the ack: an acknowledged transfer may
+        be deleted at the sender, so it must survive a power cut here (a file gets its fsync)."""
+        try:
+            filesink.sync_filesystem(self.path)
+        except OSError as err:
+            raise io_error(err, "writing the received files to disk") from None
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            if self._fd is not None:
+                fd, self._fd = self._fd, None
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    def discard(self) -> None:
+        self.close()
+        remove_tree(self.path)
+        self.release()
+
+    def release(self) -> None:
+        """Let go of the folder's lock: it was renamed into place, or removed."""
+        self._claim.release()
+
+
+class _Unpacker(FolderSpool):
     """Unpacks a zip stream of exactly ``size`` bytes into a fresh hidden folder as it
     arrives (see :class:`Offered`), in the place of :class:`_Spool`.
 
@@ -165,20 +206,13 @@ class _Unpacker(Offered):
     """
 
     def __init__(self, directory: str, name: str, offer: DirectoryOffer) -> None:
-        super().__init__(offer.zipsize, f"the zip of {name!r}")
-        self.direct_io = False  # small files through the page cache; nothing to switch
-        try:
-            self.path, self._claim = claim_folder(directory, name)
-        except OSError as err:
-            raise io_error(err, f"creating a temporary folder in {directory!r}") from None
+        super().__init__(offer.zipsize, f"the zip of {name!r}", directory, name)
         self._reader = ZipStreamReader()
         self._checker = _EntryChecker(offer)
         self._made = {self.path}  # folders known to exist
-        self._fd: int | None = None  # the member being written
         self._where = ""  # its path, for error messages
         self._relative_paths: list[str] = []  # of each member, in archive order
         self._central_index = 0
-        self._umask = umask_shown_by(self.path)
         try:  # private while it fills: its files get their narrowed modes only at the end
             os.chmod(self.path, PRIVATE_FOLDER)
         except OSError as err:
@@ -248,28 +282,8 @@ class _Unpacker(Offered):
             os.chmod(self.path, received_mode(None, umask=self._umask, is_dir=True))
         except OSError as err:
             raise io_error(err, "setting permissions") from None
-        try:  # durable before the ack, as a received file is (its fsync)
-            filesink.sync_filesystem(self.path)
-        except OSError as err:
-            raise io_error(err, "writing the received folder to disk") from None
+        self.make_durable()
         return digest
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            if self._fd is not None:
-                fd, self._fd = self._fd, None
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-
-    def discard(self) -> None:
-        self.close()
-        remove_tree(self.path)
-        self.release()
-
-    def release(self) -> None:
-        """Let go of the folder's lock: it was renamed into place, or removed."""
-        self._claim.release()
 
 
 class DirectorySink(Sink):

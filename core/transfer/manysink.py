@@ -19,31 +19,24 @@ import errno
 import os
 
 from hilltop.transfer import filesink
-from hilltop.transfer.filesink import Offered, Sink, io_error, publish_file
-from hilltop.transfer.foldersink import PRIVATE_FOLDER, publish_folder, umask_shown_by
+from hilltop.transfer.filesink import Sink, io_error, publish_file
+from hilltop.transfer.foldersink import PRIVATE_FOLDER, FolderSpool, publish_folder
 from hilltop.transfer.manifest import FilesOffer
 from hilltop.transfer.modes import received_mode
-from hilltop.transfer.partials import OPEN_FLAGS, claim_folder, remove_tree
+from hilltop.transfer.partials import OPEN_FLAGS
 
 
 def staging_name(offer: FilesOffer) -> str:
     return f"wormhole-{len(offer.tops())}-items"
 
 
-class _Staging(Offered):
+class _Staging(FolderSpool):
     """Exactly ``offer.numbytes`` bytes, cut into the manifest's files in a fresh hidden
     folder (see :class:`Offered`). ``write`` may be called from a worker thread."""
 
     def __init__(self, directory: str, offer: FilesOffer) -> None:
-        super().__init__(offer.numbytes, "the offered files")
-        self.direct_io = False  # many files through the page cache
-        try:
-            self.path, self._claim = claim_folder(directory, staging_name(offer))
-        except OSError as err:
-            raise io_error(err, f"creating a temporary folder in {directory!r}") from None
+        super().__init__(offer.numbytes, "the offered files", directory, staging_name(offer))
         self._offer = offer
-        self._umask = umask_shown_by(self.path)
-        self._fd: int | None = None
         self._left = 0
         self._where = ""
         self._next = 0  # index of the next entry to open
@@ -112,19 +105,8 @@ class _Staging(Offered):
                     os.chmod(self._local(entry.path), mode)
         except OSError as err:
             raise io_error(err, "setting permissions") from None
+        self.make_durable()
         return digest
-
-    def close(self) -> None:
-        self._closed = True
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-    def discard(self) -> None:
-        self.close()
-        remove_tree(self.path)
-        self._claim.release()
 
     def item(self, name: str) -> str:
         return os.path.join(self.path, name)
@@ -133,7 +115,7 @@ class _Staging(Offered):
         """Every item was moved out: remove the empty staging folder, let go of its lock."""
         with contextlib.suppress(OSError):
             os.rmdir(self.path)
-        self._claim.release()
+        self.release()
 
 
 class FilesSink(Sink):

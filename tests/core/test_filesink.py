@@ -841,7 +841,7 @@ def test_a_folder_that_cannot_be_synced_is_not_received(box: Path, monkeypatch) 
     monkeypatch.setattr(filesink, "sync_filesystem", failing_sync)
     sink = DirectorySink(str(box / "recv"), offer_for(data))
     feed(sink, data)
-    with pytest.raises(LocalError, match="writing the received folder to disk"):
+    with pytest.raises(LocalError, match="writing the received files to disk"):
         sink.finish()
     assert os.listdir(box) == []
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
 import pytest
 
-from hilltop.errors import RejectedError, UnsendableError
+from hilltop.errors import LocalError, RejectedError, UnsendableError
 from hilltop.rendezvous import capabilities
+from hilltop.transfer import filesink
 from hilltop.transfer.manifest import FilesOffer
 from hilltop.transfer.manysink import FilesSink
 from hilltop.transfer.manysource import FilesSource, folder_label, open_bundle
@@ -111,6 +113,36 @@ def test_the_sink_places_every_item_only_at_the_end(tmp_path: Path) -> None:
 def test_an_aborted_receive_leaves_nothing(tmp_path: Path) -> None:
     dest, sink, _ = receive(tmp_path)
     sink.abort()
+    assert list(dest.iterdir()) == []
+
+
+def test_the_items_are_synced_to_disk_before_they_count_as_received(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ack follows ``finish``, and an acknowledged transfer may be deleted at the sender:
+    the staging folder is synced once every byte is in, before any item is published."""
+    synced: list[tuple[str, list[str]]] = []
+    real_sync = filesink.sync_filesystem
+
+    def watching_sync(path: str) -> None:
+        synced.append((os.path.basename(path), sorted(os.listdir(tmp_path / "dest"))))
+        real_sync(path)
+
+    monkeypatch.setattr(filesink, "sync_filesystem", watching_sync)
+    dest, sink, _ = receive(tmp_path)
+    sink.finish()
+    assert synced == [(".wormhole-4-items.hilltop-dir", [".wormhole-4-items.hilltop-dir"])]
+    assert sorted(p.name for p in dest.iterdir()) == ["d", "e", "none", "one.txt"]
+
+
+def test_items_that_cannot_be_synced_are_not_received(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def failing_sync(_path: str) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(filesink, "sync_filesystem", failing_sync)
+    dest, sink, _ = receive(tmp_path)
+    with pytest.raises(LocalError, match="writing the received files to disk"):
+        sink.finish()
     assert list(dest.iterdir()) == []
 
 
