@@ -29,8 +29,10 @@ from hilltop.transfer.source import (
     Source,
     Unsendable,
     Walked,
+    changed_size,
     check_utf8,
     folder_source,
+    stat_argument,
     walk,
 )
 
@@ -114,12 +116,7 @@ def open_bundle(paths: list[str], *, cwd: str | None = None,
         items.append(name)
         parents.append(os.path.dirname(typed))
         real = os.path.realpath(typed)
-        try:
-            st = os.stat(real)
-        except FileNotFoundError:
-            raise UnsendableError(f"cannot send: no file or directory named {path!r}") from None
-        except OSError as err:
-            raise UnsendableError(f"cannot send {path!r}: {err.strerror}") from None
+        st = stat_argument(real, path)
         if stat.S_ISDIR(st.st_mode):
             found = [(full, f"{name}/{rel}", s) for full, rel, s in walk(real, unsendable)]
             walked.extend(found or [(real, name + "/", st)])  # an empty folder has an entry
@@ -182,7 +179,7 @@ class FilesSource(Source):
             assert self._fd is not None
             n = self._read(view[filled: filled + min(want - filled, self._left)])
             if not n:
-                raise _changed(self._current)
+                raise changed_size(self._current)
             filled += n
             self._left -= n
             if not self._left:
@@ -212,7 +209,7 @@ class FilesSource(Source):
             return
         try:
             if check_end and os.read(fd, 1):
-                raise _changed(self._current)
+                raise changed_size(self._current)
         except OSError as err:
             raise UnsendableError(f"cannot read {self._current!r}: {err.strerror}") from None
         finally:
@@ -221,6 +218,3 @@ class FilesSource(Source):
     def close(self) -> None:
         self._close_current(check_end=False)
 
-
-def _changed(path: str) -> UnsendableError:
-    return UnsendableError(f"{path!r} changed size while it was being sent")

@@ -244,8 +244,19 @@ class DirectorySource(Source):
             self._pieces_left.close()  # closes the big file being read, if any
 
 
-def _changed(path: str) -> UnsendableError:
+def changed_size(path: str) -> UnsendableError:
     return UnsendableError(f"{path!r} changed size while it was being sent")
+
+
+def stat_argument(real: str, typed: str) -> os.stat_result:
+    """``os.stat`` of a path the user named on the command line, failing as a clear
+    :class:`UnsendableError` that quotes it as typed."""
+    try:
+        return os.stat(real)
+    except FileNotFoundError:
+        raise UnsendableError(f"cannot send: no file or directory named {typed!r}") from None
+    except OSError as err:
+        raise UnsendableError(f"cannot send {typed!r}: {err.strerror}") from None
 
 
 def _open_without_blocking(path: str) -> int:
@@ -284,7 +295,7 @@ def _read_whole(path: str, room: memoryview, size: int) -> memoryview:
     finally:
         os.close(fd)
     if got != size:
-        raise _changed(path)
+        raise changed_size(path)
     return room[:size]
 
 
@@ -302,7 +313,7 @@ class _Streamed:
         into = view[: self.left]
         n = _read_into(self._fd, self.path, into)
         if not n:
-            raise _changed(self.path)
+            raise changed_size(self.path)
         self.crc = zlib.crc32(into[:n], self.crc)
         self.left -= n
         return n
@@ -310,7 +321,7 @@ class _Streamed:
     def check_ended(self) -> None:
         assert self._fd is not None
         if _read_into(self._fd, self.path, memoryview(bytearray(1))):
-            raise _changed(self.path)
+            raise changed_size(self.path)
 
     def close(self) -> None:
         if self._fd is not None:
@@ -333,12 +344,7 @@ def open_source(path: str, *, cwd: str | None = None,
     if not name:
         raise UnsendableError(f"cannot send {path!r}: it has no name to offer")
     check_utf8(name, path)
-    try:
-        st = os.stat(real)
-    except FileNotFoundError:
-        raise UnsendableError(f"cannot send: no file or directory named {path!r}") from None
-    except OSError as err:
-        raise UnsendableError(f"cannot send {path!r}: {err.strerror}") from None
+    st = stat_argument(real, path)
     if stat.S_ISDIR(st.st_mode):
         return _open_directory(real, name, skip_unsendable)
     if not _is_sendable_file(st):
