@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from serverkit import ServerProcess
-from test_resume import CountingProxy
+from transferkit import CountingProxy
 
 if TYPE_CHECKING:
     from conftest import Peer, Result
@@ -57,17 +57,6 @@ def own_relay_fixture(peers_venv: Path, tmp_path: Path) -> Iterator[OwnRelay]:
         yield relay
     finally:
         relay.close()
-
-
-def random_file(path: Path, size: int = SIZE) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as f:
-        left = size
-        while left:
-            chunk = os.urandom(min(left, 1 << 20))
-            f.write(chunk)
-            left -= len(chunk)
-    return path
 
 
 def wait_until_partial(dest: Path, name: str, at_least: int, *peers: Peer,

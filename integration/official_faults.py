@@ -33,12 +33,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from conftest import Peer, Peers, Servers, only_loopback  # noqa: E402
-from faultkit import SIZE, OwnRelay, cont, random_file, stop, wait_until_partial  # noqa: E402
+from faultkit import SIZE, OwnRelay, cont, stop, wait_until_partial  # noqa: E402
 from serverkit import MailboxServer  # noqa: E402
 from test_faults_local import fill_up, mount_tmpfs, never_acking, until_asked  # noqa: E402
 from test_faults_network import william_giving_up  # noqa: E402
 from test_hostile_mailbox import start_hostile_mailbox  # noqa: E402
-from test_resume import digest  # noqa: E402
+from transferkit import digest, random_file  # noqa: E402
 
 WAIT = 20.0
 """Seconds a side may take after the fault before it is called hanging and killed."""
@@ -72,7 +72,7 @@ class Case:
 
     def mid_transfer(self, dest: Path) -> tuple[Peer, Peer]:
         """:meth:`pair` of a 30 MB file, once a quarter of it is in the receiver's partial."""
-        src = random_file(self.tmp / "big.bin")
+        src = random_file(self.tmp / "big.bin", SIZE)
         s, r = self.pair(src, dest)
         wait_until_partial(dest, src.name, SIZE // 4, s, r, part=f"{src.name}.tmp")
         return s, r
@@ -197,7 +197,7 @@ def disk_full(what: str) -> Callable[[Case], Iterator[str]]:
     def run(c: Case) -> Iterator[str]:
         src = c.tmp / "big.bin"
         if what == "file":
-            random_file(src)
+            random_file(src, SIZE)
         else:
             for i in range(3):
                 random_file(src / f"part{i}.bin", SIZE // 3)

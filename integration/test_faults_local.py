@@ -26,12 +26,11 @@ from faultkit import (
     ends_cleanly,
     nothing_visible,
     own_relay_fixture,  # noqa: F401 - the own_relay fixture
-    random_file,
     wait_until_partial,
 )
 from never_acking_receiver import MARK as NEVER_ACKING
 from nsproc import hilltop_command
-from test_resume import digest
+from transferkit import digest, random_file
 
 if TYPE_CHECKING:
     from conftest import Peer, Peers
@@ -102,7 +101,7 @@ def sender_told(sent_by: str, peer: Peer, *hilltop_needles: str) -> None:
 def test_disk_full_mid_transfer(peers: Peers, own_relay: OwnRelay, small_disk: Path,
                                 tmp_path: Path, what: str) -> None:
     if what == "file":
-        src = random_file(tmp_path / "big.bin")
+        src = random_file(tmp_path / "big.bin", SIZE)
     else:
         src = tmp_path / "big.bin"
         for i in range(3):
@@ -284,7 +283,7 @@ def test_interrupt_mid_transfer_on_the_sending_side(peers: Peers, own_relay: Own
                                                     sig: signal.Signals) -> None:
     """The receiver keeps its hidden partial and a later send resumes it.
     (The receiving side: ``test_interop_files.test_interrupted_receiver_removes_what_it_had``.)"""
-    src = random_file(tmp_path / "big.bin")
+    src = random_file(tmp_path / "big.bin", SIZE)
     dest = tmp_path / "dest"
     dest.mkdir()
     s, r = relayed(peers, own_relay, "hilltop", src, dest, "--accept-file")

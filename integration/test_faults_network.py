@@ -25,11 +25,10 @@ from faultkit import (
     ends_cleanly,
     nothing_visible,
     own_relay_fixture,  # noqa: F401 - the own_relay fixture
-    random_file,
     stop,
     wait_until_partial,
 )
-from test_resume import digest
+from transferkit import digest, random_file
 
 if TYPE_CHECKING:
     from conftest import MailboxServer, Peer, Peers
@@ -76,7 +75,7 @@ def dest(tmp_path: Path) -> Path:
                                                   ("hilltop", "official")])
 def test_relay_killed_mid_transfer(peers: Peers, own_relay: OwnRelay, dest: Path,
                                    tmp_path: Path, sender: str, receiver: str) -> None:
-    src = random_file(tmp_path / "big.bin")
+    src = random_file(tmp_path / "big.bin", SIZE)
     s, r = transfer(peers, own_relay, sender, receiver, src, dest)
     if receiver == "hilltop":
         wait_until_partial(dest, src.name, SIZE // 4, s, r)
@@ -110,7 +109,7 @@ def test_sender_killed_mid_transfer(peers: Peers, own_relay: OwnRelay, dest: Pat
                                     tmp_path: Path, peer: str) -> None:
     """SIGKILL: the kernel closes the sender's connection; the receiver says how far it got.
     (hilltop -> hilltop resumes after it: ``test_resume.py`` kills either side.)"""
-    src = random_file(tmp_path / "big.bin")
+    src = random_file(tmp_path / "big.bin", SIZE)
     s, r = transfer(peers, own_relay, peer, "hilltop", src, dest)
     wait_until_partial(dest, src.name, SIZE // 4, s, r)
     s.kill()
@@ -122,7 +121,7 @@ def test_sender_killed_mid_transfer(peers: Peers, own_relay: OwnRelay, dest: Pat
 @pytest.mark.parametrize("peer", ["hilltop", "official"])
 def test_receiver_killed_mid_transfer(peers: Peers, own_relay: OwnRelay, dest: Path,
                                       tmp_path: Path, peer: str) -> None:
-    src = random_file(tmp_path / "big.bin")
+    src = random_file(tmp_path / "big.bin", SIZE)
     s, r = transfer(peers, own_relay, "hilltop", peer, src, dest)
     s.wait_for_line(r"Sending \(", timeout=60)
     time.sleep(1.0)
@@ -138,7 +137,7 @@ def test_receiver_killed_mid_transfer(peers: Peers, own_relay: OwnRelay, dest: P
 def test_sender_frozen_mid_transfer_is_a_stall(peers: Peers, own_relay: OwnRelay, dest: Path,
                                                tmp_path: Path, peer: str) -> None:
     """SIGSTOP: the connection stays open and nothing comes. Official 0.24 waits for ever."""
-    src = random_file(tmp_path / "big.bin")
+    src = random_file(tmp_path / "big.bin", SIZE)
     s = {"hilltop": peers.hilltop, "official": peers.official}[peer](
         "send", "--no-listen", str(src), transit_helper=own_relay.hint)
     code = s.wait_for_code()
@@ -163,7 +162,7 @@ def test_sender_frozen_mid_transfer_is_a_stall(peers: Peers, own_relay: OwnRelay
 def test_receiver_frozen_mid_transfer_is_a_stall(peers: Peers, own_relay: OwnRelay,
                                                  dest: Path, tmp_path: Path) -> None:
     """The sender's side of a stall: its writes stop being taken."""
-    src = random_file(tmp_path / "big.bin")
+    src = random_file(tmp_path / "big.bin", SIZE)
     s = peers.hilltop("send", "--no-listen", "--idle-timeout", str(IDLE), str(src),
                       transit_helper=own_relay.hint)
     code = s.wait_for_code()
@@ -208,7 +207,7 @@ def test_mailbox_restarted_mid_transfer(peers: Peers, restartable_mailbox: Mailb
                                         sender: str) -> None:
     """Transit does not need the mailbox: the bytes go on, and the goodbye after them
     reconnects."""
-    src = random_file(tmp_path / "big.bin")
+    src = random_file(tmp_path / "big.bin", SIZE)
     start: dict[str, Callable[..., Peer]] = {"hilltop": peers.hilltop,
                                              "official": peers.official}
     s = start[sender]("send", "--no-listen", str(src), relay_url=restartable_mailbox.url,
