@@ -34,21 +34,62 @@ export class BlobSink {
   abort() { this.parts = []; }
 }
 
+/** How long the browser may take to start a download the worker holds (it asks at once). */
+const START_TIMEOUT_MS = 30000;
+
 /** A download whose bytes stream through the service worker as they arrive. */
 export class StreamSink {
-  constructor(worker, filename, size) {
-    this.filename = filename;
-    this.kind = "streamed to disk";
+  /**
+   * The worker must hold the stream before the iframe asks for it: a message and a fetch
+   * reach the worker as separate tasks in no fixed order, and under load the fetch came
+   * first, got a 404, and the page then waited for a download that never read a byte (a
+   * browser test stalled 120 s in about 1 of 10 runs beside three busy processes). So the
+   * worker answers on a port, once when it holds the stream and once when the browser
+   * fetched it; we go on only after both.
+   */
+  static async open(worker, filename, size) {
     const id = Math.random().toString(36).slice(2);
     const strategy = new ByteLengthQueuingStrategy({ highWaterMark: BACKLOG });
     const { readable, writable } = new TransformStream({}, strategy);
-    this.writer = writable.getWriter();
+    const { port1, port2 } = new MessageChannel();
+    const told = new Set();
+    const waiters = [];
+    port1.onmessage = (e) => {
+      told.add(e.data);
+      for (const w of waiters.splice(0)) w();
+    };
+    const heard = (what) => new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(
+        `the browser did not start the download (service worker: no "${what}")`)),
+      START_TIMEOUT_MS);
+      const check = () => {
+        if (told.has(what)) { clearTimeout(timer); resolve(); } else waiters.push(check);
+      };
+      check();
+    });
     worker.postMessage({ type: "hilltop-download", id, filename, size,
-      disposition: attachmentName(filename), stream: readable }, [readable]);
+      disposition: attachmentName(filename), stream: readable, port: port2 },
+    [readable, port2]);
+    await heard("held");
     const frame = document.createElement("iframe");
     frame.hidden = true;
     frame.src = `./hilltop-download/${id}/${encodeURIComponent(filename)}`;
     document.body.appendChild(frame);
+    try {
+      await heard("fetched");
+    } catch (err) {
+      frame.remove();
+      throw err;
+    } finally {
+      port1.close();
+    }
+    return new StreamSink(writable.getWriter(), filename, frame);
+  }
+
+  constructor(writer, filename, frame) {
+    this.filename = filename;
+    this.kind = "streamed to disk";
+    this.writer = writer;
     this.frame = frame;
   }
   get backlog() { return this.writer.desiredSize > 0 ? 0 : BACKLOG; }
@@ -93,8 +134,12 @@ export async function openSink(filename, size) {
   const worker = await streamingWorker();
   if (worker) {
     try {
-      return new StreamSink(worker, filename, size);
-    } catch { /* a browser without transferable streams */ }
+      return await StreamSink.open(worker, filename, size);
+    } catch (err) {
+      // no transferable streams (DataCloneError), or the download did not start: the
+      // file still arrives, collected in a Blob
+      console.warn(`streaming download unavailable, saving at the end: ${err.message}`);
+    }
   }
   return new BlobSink(filename);
 }

@@ -8,7 +8,10 @@ self.addEventListener("activate", (event) => event.waitUntil(self.clients.claim(
 
 self.addEventListener("message", (event) => {
   const msg = event.data;
-  if (msg && msg.type === "hilltop-download") downloads.set(msg.id, msg);
+  if (msg && msg.type === "hilltop-download") {
+    downloads.set(msg.id, msg);
+    msg.port?.postMessage("held");  // only now may the page ask for it (sink.js)
+  }
 });
 
 self.addEventListener("fetch", (event) => {
@@ -20,6 +23,7 @@ self.addEventListener("fetch", (event) => {
     return;
   }
   downloads.delete(match[1]);
+  entry.port?.postMessage("fetched");
   const headers = {
     "Content-Type": "application/octet-stream",
     "Content-Disposition": entry.disposition,
