@@ -65,7 +65,7 @@ def test_page_receives_50mb_from_send_browser(lab: BrowserLab, tmp_path: Path) -
     page = lab.browser("file-in", "--url", url, "--downloads", str(downloads),
                        "--secure-origin", origin)
     end = page_end(page)
-    assert end["state"] == "done", page.describe()
+    assert end["state"] == "done", page.describe() + "\n" + sender.describe()
     assert "streamed to disk" in end["result"]
     assert end["heap_peak_mb"] < 30, end  # the file never sits in the page's memory
     assert sender.finish(60) == 0, sender.describe()
@@ -167,7 +167,7 @@ def test_lan_mode_serves_page_and_mailbox(lab: BrowserLab, tmp_path: Path) -> No
     downloads = tmp_path / "downloads"
     page = lab.browser("lan-in", "--url", url, "--downloads", str(downloads))
     end = page_end(page)
-    assert end["state"] == "done", page.describe()
+    assert end["state"] == "done", page.describe() + "\n" + sender.describe()
     assert "blob" in end["result"]  # plain http on a LAN address: not a secure context
     assert sender.finish(60) == 0, sender.describe()
     assert sha256(downloads / "lan.bin") == sha256(data)
@@ -182,7 +182,7 @@ def test_a_folder_arrives_as_its_zip(lab: BrowserLab, tmp_path: Path) -> None:
     downloads = tmp_path / "downloads"
     page = lab.browser("folder-in", "--url", url, "--downloads", str(downloads))
     end = page_end(page)
-    assert end["state"] == "done", page.describe()
+    assert end["state"] == "done", page.describe() + "\n" + sender.describe()
     assert sender.finish(60) == 0, sender.describe()
     with zipfile.ZipFile(downloads / "photos.zip") as z:
         assert z.read("a.txt") == b"first\n"
@@ -213,7 +213,7 @@ def test_turn_settings_reach_the_page(lab: BrowserLab, tmp_path: Path) -> None:
     downloads = tmp_path / "downloads"
     page = lab.browser("turn-in", "--url", url, "--downloads", str(downloads))
     end = page_end(page)
-    assert end["state"] == "done", page.describe()
+    assert end["state"] == "done", page.describe() + "\n" + sender.describe()
     assert sender.finish(60) == 0, sender.describe()
     assert "via webrtc relay->" in end["result"]  # the page's own candidate: its TURN relay
     assert "(webrtc relay->" in sender.stderr
@@ -266,7 +266,7 @@ def test_several_files_arrive_as_one_zip(lab: BrowserLab, tmp_path: Path) -> Non
     downloads = tmp_path / "downloads"
     page = lab.browser("several-in", "--url", url, "--downloads", str(downloads))
     end = page_end(page)
-    assert end["state"] == "done", page.describe()
+    assert end["state"] == "done", page.describe() + "\n" + sender.describe()
     assert sender.finish(60) == 0, sender.describe()
     (archive,) = downloads.glob("*.zip")
     with zipfile.ZipFile(archive) as z:
@@ -279,7 +279,7 @@ def test_page_shows_the_same_verifier(lab: BrowserLab) -> None:
     sender, url = send_browser(lab, "--json", "--text", "compare me")
     page = lab.browser("verifier", "--url", url)
     end = page_end(page)
-    assert end["state"] == "done", page.describe()
+    assert end["state"] == "done", page.describe() + "\n" + sender.describe()
     assert sender.finish(30) == 0, sender.describe()
     events = [json.loads(line) for line in sender.stdout.splitlines() if line.startswith("{")]
     (verifier,) = [e["verifier"] for e in events if e.get("event") == "verifier"]
