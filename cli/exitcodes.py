@@ -41,6 +41,7 @@ _TABLE: tuple[tuple[type[BaseException], Outcome], ...] = (
     (errors.WrongCodeError, Outcome(ExitStatus.WRONG_CODE, "wrong_code")),
     (errors.PeerRejectedError, Outcome(ExitStatus.PEER_REJECTED, "peer_rejected")),
     (errors.RejectedError, Outcome(ExitStatus.DECLINED, "declined")),
+    (errors.UnsafeOfferError, Outcome(ExitStatus.DECLINED, "declined")),
     (errors.CodeFormatError, Outcome(ExitStatus.USAGE, "bad_code")),
     (errors.UnsendableError, Outcome(ExitStatus.FAILED, "unsendable")),
     (errors.DiskFullError, Outcome(ExitStatus.FAILED, "disk_full")),

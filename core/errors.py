@@ -90,6 +90,13 @@ class BadRecordError(ProtocolError):
     """A transit record failed to decrypt or carried an unexpected nonce."""
 
 
+class UnsafeOfferError(ProtocolError):
+    """An offer names something we will not create (a several-files entry that leaves its
+    folder, or clashes with another): refused before we answer. Unlike other broken messages
+    it exits as a refusal (status 5), as an unsafe file name (:class:`RejectedError`) does:
+    nothing broke, we said no to what the peer asked for."""
+
+
 class RejectedError(LocalError):
     """We declined a transfer (user said no, no space, target exists, unsafe names)."""
 

@@ -33,7 +33,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
-from hilltop.errors import ProtocolError
+from hilltop.errors import ProtocolError, UnsafeOfferError
 from hilltop.transfer.entrynames import clash_key, safe_parts
 
 FILES_KIND: Final = "hilltop-files"
@@ -116,9 +116,18 @@ class FilesOffer:
             "entries": [e.to_json() for e in self.entries]}}}).encode("utf-8")
 
 
-def _refuse(name: str, why: str) -> ProtocolError:
-    shown = ascii(name if len(name) <= 80 else name[:77] + "...")
-    return ProtocolError(f"refusing the offered files: entry {shown} {why}")
+def _refuse(name: str, why: str) -> UnsafeOfferError:
+    """An entry whose name we will not create (exit status 5, as an unsafe file name)."""
+    return UnsafeOfferError(f"refusing the offered files: entry {_shown(name)} {why}")
+
+
+def _malformed(name: str, why: str) -> ProtocolError:
+    """An entry that breaks the manifest's shape (a bad size or mode)."""
+    return ProtocolError(f"refusing the offered files: entry {_shown(name)} {why}")
+
+
+def _shown(name: str) -> str:
+    return ascii(name if len(name) <= 80 else name[:77] + "...")
 
 
 def _is_count(value: object) -> bool:
@@ -132,14 +141,15 @@ def _entry_from_json(item: object) -> ManifestEntry:
     if not isinstance(path, str):
         raise ProtocolError(f"peer sent a files offer with a bad 'path': {path!r}")
     if not _is_count(size):
-        raise _refuse(path, f"has a bad size {size!r}")
+        raise _malformed(path, f"has a bad size {size!r}")
     if mode is not None and not (_is_count(mode) and mode <= MAX_MODE):
-        raise _refuse(path, f"has a bad mode {mode!r}")
+        raise _malformed(path, f"has a bad mode {mode!r}")
     return ManifestEntry(path, size, mode)
 
 
 def checked_offer(entries: tuple[ManifestEntry, ...]) -> FilesOffer:
-    """A :class:`FilesOffer` for ``entries`` once every rule holds, else ProtocolError.
+    """A :class:`FilesOffer` for ``entries`` once every rule holds, else UnsafeOfferError
+    (a name we will not create) or ProtocolError (a malformed manifest).
 
     Each path is normalised (``a//./b`` is ``a/b``); a folder entry must be empty-handed
     (size 0); no two entries may share a :func:`clash_key`, and no file's key may be a
@@ -161,7 +171,7 @@ def checked_offer(entries: tuple[ManifestEntry, ...]) -> FilesOffer:
             raise _refuse(entry.path, "has an empty name")
         path = "/".join(parts)
         if entry.is_dir and entry.size:
-            raise _refuse(entry.path, "is a folder with a size")
+            raise _malformed(entry.path, "is a folder with a size")
         key = clash_key(path)
         if key in seen:
             earlier = seen[key]

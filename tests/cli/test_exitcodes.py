@@ -19,6 +19,8 @@ ROOT = Path(__file__).parents[2]
     (errors.WrongCodeOnLan("4"), ExitStatus.WRONG_CODE, "wrong_code"),
     (errors.PeerRejectedError("they said no"), ExitStatus.PEER_REJECTED, "peer_rejected"),
     (errors.RejectedError("transfer rejected"), ExitStatus.DECLINED, "declined"),
+    (errors.UnsafeOfferError("entry '../x'"), ExitStatus.DECLINED, "declined"),
+    (errors.ProtocolError("garbage"), ExitStatus.FAILED, "protocol_error"),
     (errors.CodeFormatError("bad"), ExitStatus.USAGE, "bad_code"),
     (errors.TransferError("broke"), ExitStatus.FAILED, "transfer_failed"),
     (errors.TransitError("none"), ExitStatus.FAILED, "transit_failed"),

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from hilltop.errors import ProtocolError, UnknownOfferError
+from hilltop.errors import ProtocolError, UnknownOfferError, UnsafeOfferError
 from hilltop.transfer import offers
 from hilltop.transfer.manifest import (
     MAX_ENTRIES,
@@ -58,7 +58,7 @@ def test_unknown_keys_are_ignored() -> None:
     ("./", "empty name"),
 ])
 def test_unsafe_names_are_refused_like_zip_entries(path: str, why: str) -> None:
-    with pytest.raises(ProtocolError, match="refusing the offered files") as err:
+    with pytest.raises(UnsafeOfferError, match="refusing the offered files") as err:
         offers.parse_app_message(wire([{"path": path, "size": 1}]))
     assert why in str(err.value)
 
@@ -79,6 +79,9 @@ def test_clashing_or_malformed_entries_are_refused(entries: list[object], why: s
     with pytest.raises(ProtocolError) as err:
         offers.parse_app_message(wire(entries))
     assert why in str(err.value)
+    # a name we will not create is a refusal (exit 5); a broken shape is a protocol error
+    malformed = why in ("bad size", "bad mode", "folder with a size")
+    assert isinstance(err.value, UnsafeOfferError) is not malformed
 
 
 @pytest.mark.parametrize("body", [[], {"entries": "a"}, {"entries": []}, {"entries": [3]},
@@ -87,7 +90,7 @@ def test_malformed_manifests_are_protocol_errors(body: object) -> None:
     data = json.dumps({"offer": {"hilltop-files": body}}).encode()
     with pytest.raises(ProtocolError) as err:
         offers.parse_app_message(data)
-    assert not isinstance(err.value, UnknownOfferError)
+    assert not isinstance(err.value, UnknownOfferError | UnsafeOfferError)
 
 
 def test_a_manifest_of_too_many_entries_is_refused_before_any_is_read() -> None:
