@@ -118,11 +118,17 @@ export function streamingWorker() {
       || typeof TransformStream === "undefined") return null;
     try {
       const reg = await navigator.serviceWorker.register("./sw.js", { scope: "./" });
-      const worker = reg.active ?? await new Promise((resolve) => {
+      if (reg.active) return reg.active;
+      // a worker that fails to install turns "redundant" and never activates: without the
+      // time-out the page would wait for it, and never answer the sender's offer
+      return await new Promise((resolve) => {
         const w = reg.installing ?? reg.waiting;
-        w.addEventListener("statechange", () => { if (w.state === "activated") resolve(w); });
+        const timer = setTimeout(() => resolve(null), START_TIMEOUT_MS);
+        w.addEventListener("statechange", () => {
+          if (w.state === "activated") { clearTimeout(timer); resolve(w); }
+          if (w.state === "redundant") { clearTimeout(timer); resolve(null); }
+        });
       });
-      return worker;
     } catch {
       return null;
     }
