@@ -10,6 +10,8 @@ import { parseFragment } from "./settings.js";
 import { safeName, size } from "./format.js";
 
 const $ = (id) => document.getElementById(id);
+/** How long a receiver waits for its sender to close after the ack (it closes at once). */
+const ACK_LINGER_MS = 10000;
 const WORDS = wordsText.split("\n").filter((l) => l && !l.startsWith("#"))
   .map((l) => l.trim().split(/\s+/));  // [hex, even, odd]
 const NEEDS_WEBRTC = "Files need a peer with hilltop's webrtc transport "
@@ -169,7 +171,7 @@ async function receiveFile(settings, w, name, total, note) {
     await sink.close();
     digest = toHex(hash.digest());
     await transit.send(utf8(JSON.stringify({ ack: "ok", sha256: digest })));
-    await transit.close();
+    await transit.close({ lingerMs: ACK_LINGER_MS });
   } catch (err) {
     sink.abort(err);  // a cancelled download: nothing half-written is left looking complete
     throw err;

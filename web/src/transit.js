@@ -226,11 +226,20 @@ export class ChannelStream {
     this.written += bytes.length;
   }
 
-  /** Wait until everything we sent has left the buffer, then close the channel. */
-  async close() {
+  /**
+   * Wait until everything we sent has left the buffer, then close the channel. With
+   * ``lingerMs``, first give the peer that long to close it: an empty buffer only says the
+   * browser took our last message, and closing the whole connection half a second later
+   * once lost a receiver's ack on the way (the page was done, its sender failed: 1 test in
+   * about 110 runs), so a receiver waits for the sender, which closes once it has the ack.
+   */
+  async close({ lingerMs = 0 } = {}) {
     const deadline = Date.now() + 30000;
     while (this.channel.bufferedAmount > 0 && !this.closedReason && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    if (lingerMs > 0 && !this.closedReason) {
+      await Promise.race([this.whenLost(), new Promise((r) => setTimeout(r, lingerMs))]);
     }
     try { this.channel.close(); } catch { /* already */ }
     setTimeout(() => this.pc.close(), 500);
@@ -440,7 +449,7 @@ export class Transit {
     await this.stream.write(this.writer.frame(plaintext));
   }
 
-  close() {
-    return this.stream.close();
+  close(options) {
+    return this.stream.close(options);
   }
 }
