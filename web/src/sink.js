@@ -34,7 +34,8 @@ export class BlobSink {
   abort() { this.parts = []; }
 }
 
-/** How long the browser may take to start a download the worker holds (it asks at once). */
+/** How long the browser may take to activate our service worker, or to start a download the
+ * worker holds; past it the page saves the file in a Blob instead. */
 const START_TIMEOUT_MS = 30000;
 
 /** A download whose bytes stream through the service worker as they arrive. */
