@@ -27,14 +27,12 @@ from hilltop.transfer.manifest import MAX_MANIFEST_BYTES, FilesOffer, ManifestEn
 from hilltop.transfer.source import (
     DirectorySource,
     Source,
-    Stamp,
     Unsendable,
     Walked,
+    Watch,
     changed,
-    check_unchanged,
     check_utf8,
     folder_source,
-    stamp,
     stat_argument,
     walk,
 )
@@ -167,7 +165,7 @@ class FilesSource(Source):
         self._fd: int | None = None
         self._left = 0
         self._current = ""
-        self._stamp: Stamp | None = None
+        self._watch: Watch | None = None
 
     def read(self, n: int) -> bytes:
         buffer = bytearray(max(0, min(n, self.size - self.position)))
@@ -187,6 +185,8 @@ class FilesSource(Source):
                 raise changed(self._current)
             filled += n
             self._left -= n
+            if self._watch is not None:
+                self._watch.read(n)
             if not self._left:
                 self._close_current(check_end=True)
         self.position += filled
@@ -200,7 +200,7 @@ class FilesSource(Source):
         except OSError as err:
             raise UnsendableError(f"cannot read {path!r}: {err.strerror}") from None
         self._current, self._left = path, size
-        self._stamp = stamp(self._fd, path)
+        self._watch = Watch(self._fd, path)
 
     def _read(self, view: memoryview) -> int:
         assert self._fd is not None
@@ -216,8 +216,8 @@ class FilesSource(Source):
         try:
             if check_end and os.read(fd, 1):
                 raise changed(self._current)
-            if check_end and self._stamp is not None:
-                check_unchanged(fd, self._current, self._stamp)
+            if check_end and self._watch is not None:
+                self._watch.check()
         except OSError as err:
             raise UnsendableError(f"cannot read {self._current!r}: {err.strerror}") from None
         finally:

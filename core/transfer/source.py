@@ -22,7 +22,7 @@ Choices that differ from, or pin down, official 0.24:
   built, before the peer hears of it. With ``skip_unsendable=True`` (the CLI's
   ``--ignore-unsendable-files``) it is left out and listed in :attr:`Source.skipped`.
 * If a file changes size after the offer was made, or is written while it is read (same
-  size, new bytes), reading fails with ``UnsendableError`` (:func:`check_unchanged`) before
+  size, new bytes), reading fails with ``UnsendableError`` (:class:`Watch`) before
   the transfer's last bytes leave, instead of sending a stream whose length disagrees with
   the offer or a mix of old and new bytes. Nothing is re-sent: the user sends it again.
 
@@ -98,16 +98,18 @@ class FileSource(Source):
     """A regular file (or a block device, sent as a file as official does)."""
 
     def __init__(self, offer: FileOffer, path: str, fileobj: BinaryIO,
-                 stamp: Stamp | None = None) -> None:
+                 watch: Watch | None = None) -> None:
         super().__init__(offer, path)
         self._file = fileobj
-        self._stamp = stamp  # of the file when opened (None: not a regular file of ours)
+        self._watch = watch  # None: not a regular file we opened (a device, a caller's object)
 
-    def _check_unchanged_at_end(self, got: int) -> None:
-        """Before the last bytes go out: fail if the file was written meanwhile (see
-        :func:`check_unchanged`), so the receiver never gets all the bytes of a mix."""
-        if self._stamp is not None and self.position + got >= self.size:
-            check_unchanged(self._file.fileno(), self.path, self._stamp)
+    def _watch_read(self, got: int) -> None:
+        """Fail if the file was written meanwhile (:class:`Watch`): now and then, and always
+        before the last bytes go out."""
+        if self._watch is not None:
+            self._watch.read(got)
+            if self.position + got >= self.size:
+                self._watch.check()
 
     def read(self, n: int) -> bytes:
         want = min(n, self.size - self.position)
@@ -121,7 +123,7 @@ class FileSource(Source):
             # A file that grew is sent only up to the offered size (the receiver gets exactly
             # what it accepted); one that shrank cannot be honoured.
             raise UnsendableError(f"{self.path!r} got shorter while it was being sent")
-        self._check_unchanged_at_end(len(data))
+        self._watch_read(len(data))
         self.position += len(data)
         return data
 
@@ -138,7 +140,7 @@ class FileSource(Source):
             raise UnsendableError(f"cannot read {self.path!r}: {err.strerror}") from None
         if not got:
             raise UnsendableError(f"{self.path!r} got shorter while it was being sent")
-        self._check_unchanged_at_end(got)
+        self._watch_read(got)
         self.position += got
         return got
 
@@ -263,29 +265,49 @@ def changed(path: str) -> UnsendableError:
                            "nothing is writing to it")
 
 
-Stamp = tuple[int, int, int, int, int]
-"""What :func:`stamp` notes of an open file: size, mtime and ctime in ns, inode, device."""
+WATCH_EVERY = 64 * 1024 * 1024
+"""Bytes read between two looks at a file being sent: a big file written meanwhile fails
+within this much, not only at its end; one fstat per 64 MiB costs nothing."""
 
 
-def stamp(fd: int, path: str) -> Stamp:
-    try:
-        st = os.fstat(fd)
-    except OSError as err:
-        raise UnsendableError(f"cannot read {path!r}: {err.strerror}") from None
-    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
-
-
-def check_unchanged(fd: int, path: str, before: Stamp) -> None:
-    """Raise :func:`changed` if the file open as ``fd`` was written since ``before``.
+class Watch:
+    """Whether a file being sent is written meanwhile.
 
     Why: a file overwritten in place at the same size while it is read would arrive as a
     mix of old and new bytes that both sides call a success (official 0.24 does). As
-    ``tar`` ("file changed as we read it"), the file's stat before and after the read are
-    compared; any write moves mtime and ctime (to the filesystem's clock resolution).
-    Callers check before the file's last bytes leave, so the receiver never has them all.
+    ``tar`` ("file changed as we read it"), the file's stat when opened (size, mtime and
+    ctime in ns, inode, device) is compared with a fresh one every :data:`WATCH_EVERY`
+    bytes and before the file's last bytes leave, so the receiver never has all of a
+    mix. Any write moves mtime and ctime, to the filesystem's timestamp resolution.
     """
-    if stamp(fd, path) != before:
-        raise changed(path)
+
+    def __init__(self, fd: int, path: str, opened: os.stat_result | None = None) -> None:
+        self._fd = fd
+        self._path = path
+        self._before = _noted(opened or self._fstat())
+        self._unchecked = 0
+
+    def read(self, n: int) -> None:
+        """``n`` more bytes were read: look again if it is time to."""
+        self._unchecked += n
+        if self._unchecked >= WATCH_EVERY:
+            self.check()
+
+    def check(self) -> None:
+        """Raise :func:`changed` if the file was written since it was opened."""
+        self._unchecked = 0
+        if _noted(self._fstat()) != self._before:
+            raise changed(self._path)
+
+    def _fstat(self) -> os.stat_result:
+        try:
+            return os.fstat(self._fd)
+        except OSError as err:
+            raise UnsendableError(f"cannot read {self._path!r}: {err.strerror}") from None
+
+
+def _noted(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
 
 
 def stat_argument(real: str, typed: str) -> os.stat_result:
@@ -326,7 +348,7 @@ def _read_whole(path: str, room: memoryview, size: int) -> memoryview:
     file that grew is noticed)."""
     fd = _open_for_reading(path)
     try:
-        before = stamp(fd, path)
+        watch = Watch(fd, path)
         got = 0
         while got < len(room):
             n = _read_into(fd, path, room[got:])
@@ -335,7 +357,7 @@ def _read_whole(path: str, room: memoryview, size: int) -> memoryview:
             got += n
         if got != size:
             raise changed(path)
-        check_unchanged(fd, path, before)
+        watch.check()
     finally:
         os.close(fd)
     return room[:size]
@@ -350,7 +372,7 @@ class _Streamed:
         self.crc = 0
         self._fd: int | None = _open_for_reading(path)
         try:
-            self._stamp = stamp(self._fd, path)
+            self._watch = Watch(self._fd, path)
         except UnsendableError:
             self.close()
             raise
@@ -363,13 +385,14 @@ class _Streamed:
             raise changed(self.path)
         self.crc = zlib.crc32(into[:n], self.crc)
         self.left -= n
+        self._watch.read(n)
         return n
 
     def check_ended(self) -> None:
         assert self._fd is not None
         if _read_into(self._fd, self.path, memoryview(bytearray(1))):
             raise changed(self.path)
-        check_unchanged(self._fd, self.path, self._stamp)  # the zip's end is still to come
+        self._watch.check()  # the zip's end is still to come: a mix never arrives whole
 
     def close(self) -> None:
         if self._fd is not None:
@@ -399,12 +422,11 @@ def open_source(path: str, *, cwd: str | None = None,
         raise UnsendableError(f"cannot send {path!r}: not a regular file or directory")
     fileobj, st = _open_file(real, path)
     if stat.S_ISREG(st.st_mode):
-        size = st.st_size
-        noted: Stamp | None = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+        size, watch = st.st_size, Watch(fileobj.fileno(), real, st)
     else:  # a block device: its node's times do not follow writes to it
-        size, noted = fileobj.seek(0, os.SEEK_END), None
+        size, watch = fileobj.seek(0, os.SEEK_END), None
     fileobj.seek(0)
-    return FileSource(FileOffer(name, size), real, fileobj, noted)
+    return FileSource(FileOffer(name, size), real, fileobj, watch)
 
 
 def _is_sendable_file(st: os.stat_result) -> bool:

@@ -582,3 +582,17 @@ def test_the_deepest_tree_a_receiver_takes_is_sent(tmp_path: Path) -> None:
             assert zf.namelist() == ["d/" * 255 + "f.txt"]
         with pytest.raises(UnsendableError, match="nested more than 256 folders deep"):
             open_bundle(["tree"], cwd=str(tmp_path))  # "tree/" + 255 folders + "f.txt"
+
+
+def test_a_big_file_written_while_sent_fails_long_before_its_end(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Looked at every WATCH_EVERY bytes (64 MiB; 1,000 here), not only at the end."""
+    monkeypatch.setattr(source_module, "WATCH_EVERY", 1000)
+    (tmp_path / "f").write_bytes(b"a" * 300_000)
+    make_old(tmp_path / "f")
+    with open_source(str(tmp_path / "f")) as source:
+        assert source.read(100_000) == b"a" * 100_000
+        overwrite_in_place(tmp_path / "f", b"b" * 10)
+        with pytest.raises(UnsendableError, match="changed while it was being sent"):
+            source.read(100_000)
+        assert source.position == 100_000
