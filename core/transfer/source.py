@@ -329,7 +329,7 @@ def _open_without_blocking(path: str) -> int:
 
 
 def _open_for_reading(path: str) -> int:
-    # a FIFO opened here (inside a folder) reads as empty: "changed size"
+    # a FIFO opened here (inside a folder) reads as empty: "changed while it was being sent"
     try:
         return _open_without_blocking(path)
     except OSError as err:
