@@ -106,10 +106,38 @@ def test_page_server_serves_nothing_else() -> None:
     (["send", "--browser", "--transports", "direct-tcp", "pyproject.toml"], "add it to"),
     (["send", "--browser", "--no-listen", "pyproject.toml"], "needs a TURN server"),
 ])
-def test_what_the_page_cannot_do_is_refused_up_front(args: list[str], message: str) -> None:
+@pytest.mark.parametrize("aiortc", [True, False], ids=["with-aiortc", "without-aiortc"])
+def test_what_the_page_cannot_do_is_refused_up_front(args: list[str], message: str,
+                                                     aiortc: bool,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A usage error is one whatever is installed (without aiortc it exited 1, not 2)."""
+    if not aiortc:
+        hide_aiortc(monkeypatch)
     result = CliRunner().invoke(cli, args, prog_name="wormhole")
     assert result.exit_code == 2, result.output
     assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def hide_aiortc(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "aiortc" else find_spec(name, *a))
+
+
+def test_without_aiortc_the_way_to_add_it_to_this_install_is_given(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """hilltop is not on the package index: ``pip install 'hilltop[webrtc]'`` finds nothing."""
+    hide_aiortc(monkeypatch)
+    result = CliRunner().invoke(cli, ["send", "--browser", "pyproject.toml"],
+                                prog_name="wormhole")
+    assert result.exit_code == 1, result.output
+    assert "pip install 'hilltop[webrtc]'" not in result.output
+    from hilltop.cli.extras import how_to_add
+
+    assert how_to_add("webrtc") in result.output and "-m pip install" in result.output
     assert "Traceback" not in result.output
 
 
