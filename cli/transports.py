@@ -144,7 +144,8 @@ async def look_for_tor(reactor: Any, deadline: float = TOR_CHECK_SECONDS) -> Tor
     host, port = manager.socks or ("?", 0)
     if manager.control_endpoint is not None:
         return TorFound(True, f"control port {manager.control_endpoint}, SOCKS {host}:{port}")
-    return TorFound(True, f"SOCKS port {host}:{port} only; no onion service can be made")
+    return TorFound(True, f"no control port; SOCKS port {host}:{port} accepts connections "
+                          "(not checked to be Tor); no onion service can be made")
 
 
 def _show(loaded: Transports, checked: dict[str, list[str]] | None,

@@ -74,7 +74,8 @@ async def test_check_with_only_a_socks_port_says_so(nothing_listens: object,
         monkeypatch.setattr(tor_manager, "DEFAULT_SOCKS_PORTS", (("127.0.0.1", port),))
         found = await cli_transports.look_for_tor(reactor, deadline=20)
     assert found.ok
-    assert found.detail == f"SOCKS port 127.0.0.1:{port} only; no onion service can be made"
+    assert found.detail == (f"no control port; SOCKS port 127.0.0.1:{port} accepts connections "
+                            "(not checked to be Tor); no onion service can be made")
 
 
 @pytest_twisted.ensureDeferred
