@@ -89,6 +89,7 @@ def main() -> None:
     ``--json``, the ``error`` event (click would exit before any command could send it)."""
     import sys
 
+    from hilltop.cli.common import known_error
     from hilltop.errors import HilltopError
 
     try:
@@ -102,6 +103,11 @@ def main() -> None:
         sys.exit(exitcodes.ExitStatus.USAGE)
     except HilltopError as err:  # refused before the reactor started (ssh's key checks)
         exit_with(err)
+    except OSError as err:  # out of file descriptors before the reactor ran: not a bug
+        known = known_error(err)
+        if not isinstance(known, HilltopError):
+            raise
+        exit_with(known)
     except click.ClickException as err:
         err.show()
         sys.exit(err.exit_code)
