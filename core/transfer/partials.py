@@ -161,9 +161,9 @@ def _take_over(path: str, filename: str, filesize: int) -> Kept | None:
     except OSError:
         return None
     try:
-        held = os.fstat(fd)
+        held = os.fstat(fd) if _lock(fd) else None  # None: a live receiver holds it
         record = read_record(path)
-        if not _lock(fd) or not os.path.samestat(held, st) or not is_ours(held, record):
+        if held is None or not os.path.samestat(held, st) or not is_ours(held, record):
             os.close(fd)  # a live receiver's, or not ours: nothing is written into it
             return None
         decision = resume.decide(record, st.st_size, filename, filesize,
