@@ -223,6 +223,7 @@ async def _receive_file(reactor: Any, w: api.Wormhole,
                    **({} if choices.to_stdout else {"path": os.path.abspath(sink.target)}))
     events.human("Wrote it to stdout" if choices.to_stdout
                  else f"Received {os.path.relpath(sink.target)}")
+    say_dropped_partial(sink)
     return 0
 
 
@@ -263,7 +264,18 @@ async def _receive_stream(reactor: Any, w: api.Wormhole, offer: offers.StreamOff
     what = f"stream of {trailer.length} bytes"
     events.human(f"Wrote the {what} to stdout" if choices.to_stdout
                  else f"Received the {what} as {os.path.relpath(sink.target)}")
+    say_dropped_partial(sink)
     return 0
+
+
+def say_dropped_partial(sink: object) -> None:
+    """One line when a partial kept for resuming this name went: the complete file now
+    holds the name, so it could never be continued (see ``FileSink.dropped_kept``)."""
+    dropped = getattr(sink, "dropped_kept", 0)
+    if dropped:
+        events.human(f"Removed the {readable_size(dropped)} kept from an interrupted receive "
+                     f"of {os.path.basename(getattr(sink, 'target', ''))}: the complete file "
+                     "is in place now")
 
 
 def warn_unacknowledged(shown: TransferProgress, why: str) -> None:

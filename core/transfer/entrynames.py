@@ -3,7 +3,8 @@
 A folder's zip (official, wormhole-william, hilltop) and a ``files-v1`` manifest both name
 their entries with ``/``-separated paths chosen by the peer, which is hostile input. Both are
 held to the same rules, so a name refused in one is refused in the other: no absolute path,
-drive letter, backslash or ``..``; no control characters; a component of at most
+drive letter, backslash or ``..``; no control characters or lone surrogates (JSON can carry
+``"\\ud800"``, no file name can); a component of at most
 :data:`MAX_NAME_BYTES` and a path of at most :data:`MAX_PATH_BYTES` and
 :data:`MAX_PATH_DEPTH` levels.
 
@@ -59,9 +60,13 @@ def safe_parts(name: str, refuse: Refuse) -> tuple[str, ...]:
         if not (part.isascii() and part.isprintable()) and any(
                 unicodedata.category(ch) == "Cc" for ch in part):
             raise refuse(name, "contains control characters")
-        if len(part.encode("utf-8", errors="surrogateescape")) > MAX_NAME_BYTES:
+        try:
+            size = len(part.encode("utf-8"))
+        except UnicodeEncodeError:  # a lone surrogate: valid in JSON, never in UTF-8
+            raise refuse(name, "is not valid Unicode (a lone surrogate)") from None
+        if size > MAX_NAME_BYTES:
             raise refuse(name, f"has a component longer than {MAX_NAME_BYTES} bytes")
-    if len("/".join(parts).encode("utf-8", errors="surrogateescape")) > MAX_PATH_BYTES:
+    if len("/".join(parts).encode("utf-8")) > MAX_PATH_BYTES:
         raise refuse(name, "is too long a path")
     if len(parts) > MAX_PATH_DEPTH:
         raise refuse(name, f"is nested more than {MAX_PATH_DEPTH} folders deep")

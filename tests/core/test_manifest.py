@@ -56,6 +56,11 @@ def test_unknown_keys_are_ignored() -> None:
     ("x" * 256, "longer than 255 bytes"),
     ("/".join(["d"] * 300) + "/f", "nested more than"),
     ("./", "empty name"),
+    # lone surrogates survive json.loads: "\ud800" used to escape as UnicodeEncodeError, a
+    # "bug in hilltop" with a report file; the surrogate-escape range too, for one rule
+    ("a/\ud800.txt", "lone surrogate"),
+    ("\udcff", "lone surrogate"),
+    ("d/x\udfff/f", "lone surrogate"),
 ])
 def test_unsafe_names_are_refused_like_zip_entries(path: str, why: str) -> None:
     with pytest.raises(UnsafeOfferError, match="refusing the offered files") as err:
