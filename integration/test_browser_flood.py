@@ -14,9 +14,12 @@ import re
 import socket
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from conftest import Peers
 from nsproc import hilltop_command
+
+if TYPE_CHECKING:
+    from conftest import Peers
 
 FLOOD = 300
 LIMIT = 256
