@@ -13,6 +13,7 @@ from hilltop.cli import codeinput, events, output, pipes, prompts, timing
 from hilltop.cli import lan as cli_lan
 from hilltop.cli.common import GlobalOptions, run, zero_mode_code
 from hilltop.cli.completion import complete_code
+from hilltop.cli.debugstate import debug_state_flag
 from hilltop.cli.progress import TransferProgress, transfer_progress
 from hilltop.cli.send import close_quietly, describe_offer, offer_kind, show_resume
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
@@ -58,6 +59,7 @@ REJECTED = "transfer rejected"
 @transit_flags
 @tor_flags
 @lan_flags
+@debug_state_flag
 @events.json_flag
 @click.pass_obj
 def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, allocate: bool,

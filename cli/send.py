@@ -14,6 +14,7 @@ from hilltop.cli import browser as cli_browser
 from hilltop.cli import events, output, pipes, prompts, timing
 from hilltop.cli import lan as cli_lan
 from hilltop.cli.common import GlobalOptions, exit_with, run, zero_mode_code
+from hilltop.cli.debugstate import debug_state_flag
 from hilltop.cli.progress import TransferProgress, transfer_progress
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
 from hilltop.cli.transitopts import (
@@ -64,6 +65,7 @@ the nameplate; scripts that wait for the code to be used watch for it."""
 @tor_flags
 @lan_flags
 @cli_browser.browser_flags
+@debug_state_flag
 @events.json_flag
 @click.pass_obj
 def send(opts: GlobalOptions, paths: tuple[str, ...], text: str | None, code: str | None,

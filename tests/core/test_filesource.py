@@ -407,12 +407,25 @@ def test_file_vanishing_inside_directory(tmp_path: Path) -> None:
             read_all(source)
 
 
+def _open_descriptors_of(path: Path) -> int:
+    fds = os.listdir("/proc/self/fd")
+    return sum(os.path.realpath(f"/proc/self/fd/{fd}") == os.path.realpath(path) for fd in fds)
+
+
 def test_close_before_reading_everything(tmp_path: Path) -> None:
+    """A transfer cut short closes the big file being streamed, and a second close is a no-op."""
     make_tree(tmp_path / "tree")
+    big = tmp_path / "tree" / "big.bin"
+    big.write_bytes(b"b" * BIG)
     source = open_source(str(tmp_path / "tree"))
-    source.read(10)
+    while _open_descriptors_of(big) == 0 and source.position < source.size:
+        source.read(64 * 1024)
+    assert _open_descriptors_of(big) == 1, "never got into the big file"
+    assert source.position < source.size
     source.close()
+    assert _open_descriptors_of(big) == 0
     source.close()
+    assert _open_descriptors_of(big) == 0
 
 
 # --- files written while they are read (issue 27 item 25) ------------------------------------

@@ -573,6 +573,12 @@ def test_a_connection_the_server_broke_is_fatal_not_retried() -> None:
     a = engine(35)
     server.connect(a, now=0.0)
     a.set_code("4-x-y")
-    a.connection_lost(3.0, ProtocolError("the mailbox server sent a message over 16.8 MB"))
-    assert closed_error(a) is not None
+    broke = ProtocolError("the mailbox server sent a message over 16.8 MB")
+    a.connection_lost(3.0, broke)
+    [closed] = of(mb.ClosedEvent, events(a))
+    assert closed.error is broke and closed.mood == "errory"  # the shell's reason, unchanged
     assert a.link is mb.Link.GONE and a.next_deadline() is None
+    a.handle_timer(100.0)  # no reconnection however long we wait
+    assert of(mb.ConnectNow, events(a)) == [] and a.link is mb.Link.GONE
+    told = {json.loads(frame)["type"] for frame in a.frames_to_send()}
+    assert told.isdisjoint({"release", "close"})  # nothing more for the server that broke
