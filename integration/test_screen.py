@@ -12,6 +12,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -40,11 +41,15 @@ class Terminals:
         return subprocess.run(["tmux", "-S", str(self.socket), *args], check=True,
                               capture_output=True, text=True, timeout=10).stdout
 
-    def open(self, name: str, cwd: Path, argv: list[str]) -> None:
-        """Run ``argv`` in a new terminal; the shell prints its exit status and keeps the
-        screen, so it can be read after the command ended."""
-        line = (f"cd {shlex.quote(str(cwd))} && {shlex.join(argv)}; "
-                f'echo "exit status $?"; sleep 120')
+    def open(self, name: str, cwd: Path, argv: list[str], after: str = "") -> None:
+        """Run ``argv`` in a new terminal; the shell prints its exit status, runs ``after``
+        and keeps the screen, so it can be read after the command ended. The command's PID
+        is written to ``cwd/NAME.pid``."""
+        pid_file = shlex.quote(str(cwd / f"{name}.pid"))
+        command = f"sh -c 'echo $$ > {pid_file}; exec \"$@\"' sh {shlex.join(argv)}"
+        # the trap: Ctrl-C reaches this shell too, and would end it before it reports
+        line = (f"trap : INT; cd {shlex.quote(str(cwd))} && {command}; "
+                f'echo "exit status $?"; {after or ":"}; sleep 120')
         self.tmux("new-session", "-d", "-s", name, "-x", "100", "-y", "40",
                   "env", "TERM=xterm-256color", "PYTHONUTF8=1", "WORMHOLE_QR=0",
                   "sh", "-c", line)
@@ -138,3 +143,34 @@ def test_send_and_receive_screens(terminals: Terminals, tmp_path: Path, mailbox_
         connected = re.search(r"\((?:->)?(.*)\)\.\.\.$", lines[2])
         assert connected is not None and lines[3].endswith(f" via {connected.group(1)}")
     assert (receiver_dir / "payload.bin").read_bytes() == payload
+
+
+TERMINAL_MODES = r"^modes: (\S+) (\S+) (\S+)$"
+"""The line ``stty`` prints after the command: icrnl, icanon and echo, each "-" when off."""
+
+
+@pytest.mark.parametrize("stop", ["ctrl-c", "sigterm"])
+def test_interrupt_at_the_code_prompt_restores_the_terminal(
+        terminals: Terminals, tmp_path: Path, mailbox_url: str, stop: str) -> None:
+    """readline's raw mode used to outlive Ctrl-C or SIGTERM at the prompt (the shell then
+    showed nothing typed), and the error line was glued to the half-typed code."""
+    until = time.monotonic() + DEADLINE_SECONDS
+    show_modes = ("m=$(stty -a | tr '\\n;' '  '); for f in icrnl icanon echo; do "
+                  "case \" $m \" in *\" -$f \"*) printf ' -%s' $f;; *) printf ' %s' $f;; "
+                  "esac; done | sed 's/^/modes:/'; echo")
+    terminals.open("receive", tmp_path, [*hilltop_command(), "--relay-url", mailbox_url,
+                                         "receive"], after=show_modes)
+    terminals.wait_for("receive", r"^Enter receive wormhole code: $", until)
+    terminals.tmux("send-keys", "-t", "receive", "4-pa")
+    terminals.wait_for("receive", r"^Enter receive wormhole code: 4-pa$", until)
+    if stop == "ctrl-c":
+        terminals.tmux("send-keys", "-t", "receive", "C-c")
+    else:
+        os.kill(int((tmp_path / "receive.pid").read_text()), signal.SIGTERM)
+    shown = terminals.wait_for("receive", TERMINAL_MODES, until)
+    in_order(shown, [
+        r"^Enter receive wormhole code: 4-pa$",  # the error is not glued to what was typed
+        r"^ERROR: interrupted before the transfer finished$",
+        r"^exit status 130$",
+        r"^modes: icrnl icanon echo$",  # none of them left off
+    ])
