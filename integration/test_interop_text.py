@@ -279,6 +279,33 @@ def test_malformed_code_on_send(hilltop: Callable[..., Peer], code: str) -> None
     result = hilltop("send", "--text", "x", "--code", code, relay_url=dead,
                      transit_helper="tcp:127.0.0.1:9").finish(30)
     assert_clean_failure(result, "code")
+    assert result.returncode == 2, result.describe()
+    assert "Sending" not in result.stderr, result.describe()  # refused before announcing
+
+
+@interop
+@pytest.mark.parametrize("sender", ["official", "hilltop"])
+@pytest.mark.parametrize("given", [[], ["--text", ""]])
+def test_send_with_nothing_to_send_asks_for_the_text(peers: Peers, sender: str,
+                                                     given: list[str]) -> None:
+    """``wormhole send`` alone (or with ``--text ''``) asks "Text to send:" and sends the line
+    it reads, without its newline, as official 0.24 does (hilltop used to exit 2)."""
+    s: Peer = getattr(peers, sender)("send", *given, stdin="typed at the prompt\n")
+    code = s.wait_for_code()
+    received = peers.official("receive", code).finish()
+    sent = s.finish()
+    assert_delivered(sent, received, "typed at the prompt")
+    assert received.stdout == "typed at the prompt\n", received.describe()
+    assert "Text to send: " in sent.stdout + sent.stderr, sent.describe()
+
+
+def test_send_with_nothing_typed_fails_cleanly(hilltop: Callable[..., Peer]) -> None:
+    """Ctrl-D at "Text to send:" (official 0.24: an EOFError traceback)."""
+    dead = f"ws://127.0.0.1:{free_port()}/v1"  # never reached: nothing to send
+    result = hilltop("send", stdin=b"", relay_url=dead,
+                     transit_helper="tcp:127.0.0.1:9").finish(30)
+    assert_clean_failure(result, "no text was entered")
+    assert result.returncode == 1, result.describe()
 
 
 @pytest.mark.parametrize("receiver", [
