@@ -61,8 +61,8 @@ CASES = [
     ("no-answer", "receive", "did not answer our claim of the nameplate within 3 s"),
     ("no-answer", "send", "did not allocate a nameplate within 3 s"),
     ("out-of-order", "receive", "wrong code"),
-    ("no-handshake", "receive", "cannot reach the mailbox server"),
-    ("not-websocket", "receive", "cannot reach the mailbox server"),
+    ("no-handshake", "receive", "cannot reach the mailbox server ws://127.0.0.1:"),
+    ("not-websocket", "receive", "upgrade failed [200]"),
 ]
 
 
