@@ -33,6 +33,12 @@ if TYPE_CHECKING:  # imported where a file is received: a text message needs non
 
 REJECTED = "transfer rejected"
 
+WAITING_NOTICE = "Waiting for sender..."
+WAITING_NOTICE_SECONDS = 1.0
+"""Official 0.24's receiver says :data:`WAITING_NOTICE` (on stderr) when the sender's key has
+not come 1 s after the code was set, typed or allocated, so a receiver that went first does
+not sit there silent; a sender already waiting is usually met well within that second."""
+
 
 @click.command()
 @click.argument("code", nargs=-1, metavar="[CODE]...", shell_complete=complete_code)
@@ -121,7 +127,12 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, alloca
             await codeinput.allocate_code(w, code_length)  # emits the code event
         else:
             events.emit("code", code=await codeinput.read_code(reactor, w, code_length))
-        verifier = await w.get_verifier()
+        waiting = reactor.callLater(WAITING_NOTICE_SECONDS, events.human, WAITING_NOTICE)
+        try:
+            verifier = await w.get_verifier()
+        finally:
+            if waiting.active():
+                waiting.cancel()
         events.emit("verifier", f"Verifier {verifier.hex()}." if verify else None,
                     verifier=verifier.hex())
         await w.get_peer_versions()

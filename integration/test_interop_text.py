@@ -285,6 +285,18 @@ def test_malformed_code_on_send(hilltop: Callable[..., Peer], code: str) -> None
 
 
 @interop
+def test_a_receiver_that_went_first_says_it_waits(peers: Peers, fresh_code: str) -> None:
+    """``receive CODE`` with no sender yet says "Waiting for sender..." (on stderr), as
+    official 0.24 does 1 s after the code is set; hilltop used to print nothing."""
+    receiver = peers.hilltop("receive", fresh_code)
+    receiver.wait_for_line(r"^Waiting for sender\.\.\.$", 15)
+    sent = peers.official("send", "--code", fresh_code, "--text", TEXT).finish()
+    received = receiver.finish()
+    assert_delivered(sent, received)
+    assert received.stderr.count("Waiting for sender...") == 1, received.describe()
+
+
+@interop
 @pytest.mark.parametrize("sender", ["official", "hilltop"])
 @pytest.mark.parametrize("given", [[], ["--text", ""]])
 def test_send_with_nothing_to_send_asks_for_the_text(peers: Peers, sender: str,
