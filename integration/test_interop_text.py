@@ -284,6 +284,23 @@ def test_malformed_code_on_send(hilltop: Callable[..., Peer], code: str) -> None
     assert "Sending" not in result.stderr, result.describe()  # refused before announcing
 
 
+@pytest.mark.parametrize(("sender", "text"), [
+    ("hilltop", "abc"),
+    ("hilltop", "ends in a newline\n"),
+    pytest.param("official", "two lines\nand a blank one\n\n", marks=interop),
+])
+def test_text_into_a_pipe_is_exactly_what_was_sent(peers: Peers, fresh_code: str,
+                                                   sender: str, text: str) -> None:
+    """``printf abc | wormhole send --text -`` into ``wormhole receive CODE > f`` stores
+    ``abc``: nothing added, nothing escaped (it used to gain a newline, and a text ending in
+    one got a second)."""
+    s: Peer = getattr(peers, sender)("send", "--code", fresh_code, "--text", "-", stdin=text)
+    received = peers.hilltop("receive", fresh_code).finish()
+    sent = s.finish()
+    assert sent.returncode == 0 and received.returncode == 0, received.describe()
+    assert received.stdout == text, received.describe()
+
+
 @interop
 def test_a_receiver_that_went_first_says_it_waits(peers: Peers, fresh_code: str) -> None:
     """``receive CODE`` with no sender yet says "Waiting for sender..." (on stderr), as
