@@ -225,10 +225,12 @@ async def _receive_file(reactor: Any, w: api.Wormhole,
             )
         except BaseException:
             kept = getattr(sink, "kept_bytes", 0)
-            if kept:
+            if kept:  # said before the error line, which may say "the file was not saved"
                 shown.close()
-                output.status(f"Kept {readable_size(kept)} of {readable_size(size)} (hidden); "
-                              "receiving this file here again continues from there")
+                output.status(f"{os.path.relpath(sink.target)} was not saved; the "
+                              f"{readable_size(kept)} of {readable_size(size)} received so far "
+                              "are kept (hidden), and receiving this file here again "
+                              "continues from there")
             raise
         shown.done("Received", kind=offer_kind(offer),
                    **({} if choices.to_stdout else {"path": os.path.abspath(sink.target)}))

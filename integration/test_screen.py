@@ -15,11 +15,15 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from nsproc import hilltop_command
+
+if TYPE_CHECKING:  # conftest is pytest's to import; at runtime these come through fixtures
+    from conftest import Peer
 
 PAYLOAD_BYTES = 30_000_000
 PAYLOAD_SHOWN = "30.0 MB"
@@ -174,3 +178,37 @@ def test_interrupt_at_the_code_prompt_restores_the_terminal(
         r"^exit status 130$",
         r"^modes: icrnl icanon echo$",  # none of them left off
     ])
+
+
+def test_ctrl_c_mid_transfer_erases_the_bar(terminals: Terminals, tmp_path: Path,
+                                            mailbox_url: str, transit_helper: str,
+                                            fresh_code: str, hilltop: Callable[..., Peer]
+                                            ) -> None:
+    """The bar used to stay above "Kept ..." and the error: the echoed "^C" wrapped past a
+    full-width bar, and tqdm's erase cleared the wrong line. The line about the partial
+    agrees with an error that may say "not saved"."""
+    until = time.monotonic() + DEADLINE_SECONDS
+    source = tmp_path / "huge.bin"
+    with open(source, "wb") as f:
+        f.truncate(8 * 1024 ** 3)  # sparse: cheap to send, far too long to finish first
+    sender = hilltop("send", "--code", fresh_code, str(source))
+    sender.wait_for_code()
+    dest = tmp_path / "receive"
+    dest.mkdir()
+    terminals.open("receive", dest, [*hilltop_command(), "--relay-url", mailbox_url,
+                                     "--transit-helper", transit_helper, "receive",
+                                     "--accept-file", fresh_code])
+    terminals.wait_for("receive", r"%\|", until)
+    terminals.tmux("send-keys", "-t", "receive", "C-c")
+    shown = terminals.wait_for("receive", EXIT_LINE, until)
+    try:
+        assert "%|" not in shown, shown  # no bar left on the screen
+        in_order(shown, [
+            r"^Receiving \(->",
+            r"^huge\.bin was not saved; the [\d.]+ [kMG]B of 8\.6 GB received so far are kept "
+            r"\(hidden\), and receiving this file here again continues from there$",
+            r"^ERROR: interrupted before the transfer finished$",
+            r"^exit status 130$",
+        ])
+    finally:
+        shutil.rmtree(dest)  # the kept partial: up to a few GB
