@@ -199,6 +199,10 @@ def test_ctrl_c_mid_transfer_erases_the_bar(terminals: Terminals, tmp_path: Path
                                      "--transit-helper", transit_helper, "receive",
                                      "--accept-file", fresh_code])
     terminals.wait_for("receive", r"%\|", until)
+    partial = dest / ".huge.bin.hilltop-part"
+    while not (partial.exists() and partial.stat().st_size > 0):  # so there is one to keep
+        assert time.monotonic() < until, terminals.screen("receive")
+        time.sleep(0.05)
     terminals.tmux("send-keys", "-t", "receive", "C-c")
     shown = terminals.wait_for("receive", EXIT_LINE, until)
     try:
