@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn, cast
 
 from hilltop.cli import events, exitcodes, output
-from hilltop.cli.prompts import end_question_line
+from hilltop.cli.prompts import end_question_line, restore_terminal
 from hilltop.errors import HilltopError, OutOfFileDescriptors
 
 
@@ -169,6 +169,7 @@ def run(main: Callable[[Any], Coroutine[Any, Any, int | None]]) -> None:
     def failed(failure: Any) -> None:
         if interrupted:  # cancelled by Ctrl-C or SIGTERM: reported below, exit 130
             return
+        end_question_line()  # a prompt left waiting: the error starts a line of its own
         error = known_error(failure.value)
         outcome = exitcodes.outcome_of(error)
         result["status"] = int(outcome.status)
@@ -217,6 +218,7 @@ def run(main: Callable[[Any], Coroutine[Any, Any, int | None]]) -> None:
     reactor.addSystemEventTrigger("before", "shutdown", cancel_unfinished)
     reactor.callWhenRunning(start)
     reactor.run()
+    restore_terminal()  # before anything is printed: a prompt may have left it raw
     from hilltop.cli import timing
 
     status = result["status"]

@@ -47,7 +47,9 @@ class AliasedGroup(click.Group):
               help="transit relay to use")
 @click.option("--dump-timing", metavar="FILE.json", type=click.Path(dir_okay=False),
               help="(debug) write when each step happened to this JSON file")
-@click.version_option(__version__, prog_name="hilltop")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=lambda ctx, _param, value: _show_version(ctx, value),
+              help="Show the version and the protocol versions it speaks, then exit.")
 @events.json_flag
 @click.pass_context
 def cli(ctx: click.Context, appid: str, relay_url: str, transit_helper: str,
@@ -61,12 +63,37 @@ def cli(ctx: click.Context, appid: str, relay_url: str, transit_helper: str,
     timing.start(dump_timing, ctx.invoked_subcommand)
 
 
+def version_text() -> str:
+    """``--version``: hilltop's version on the first line as before (scripts read it), then
+    the wire protocol it speaks with every client and the extensions it adds between two
+    hilltops (the ``features`` and ``transports`` its ``version`` message lists).
+
+    Built only when asked: the features are probed through libsodium, which the CLI would
+    otherwise import only to make a connection.
+    """
+    from hilltop.rendezvous import capabilities
+
+    extensions = [*capabilities.FEATURES, *capabilities.extension_transports()]
+    return (f"hilltop, version {__version__}\n"
+            "protocol: Magic Wormhole v1 (mailbox server v1, transit v1, file transfer v1), "
+            "as magic-wormhole 0.24 and wormhole-william speak it\n"
+            f"hilltop extensions (used only when both sides list them): {', '.join(extensions)}")
+
+
+def _show_version(ctx: click.Context, wanted: bool) -> None:
+    if wanted and not ctx.resilient_parsing:
+        click.echo(version_text())
+        ctx.exit()
+
+
 @cli.command(name="help")
 @click.pass_context
 def help_command(ctx: click.Context) -> None:
     """Show this message.
 
+    \f
     The same text as ``wormhole --help``; official 0.24 has this command, so scripts use it.
+    (The form feed above ends the part of this docstring ``help --help`` shows.)
     """
     click.echo(ctx.find_root().get_help())
 

@@ -34,6 +34,12 @@ if TYPE_CHECKING:  # imported where a file is received: a text message needs non
 
 REJECTED = "transfer rejected"
 
+WAITING_NOTICE = "Waiting for sender..."
+WAITING_NOTICE_SECONDS = 1.0
+"""Official 0.24's receiver says :data:`WAITING_NOTICE` (on stderr) when the sender's key has
+not come 1 s after the code was set, typed or allocated, so a receiver that went first does
+not sit there silent; a sender already waiting is usually met well within that second."""
+
 
 @click.command()
 @click.argument("code", nargs=-1, metavar="[CODE]...", shell_complete=complete_code)
@@ -123,7 +129,12 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, alloca
             await codeinput.allocate_code(w, code_length)  # emits the code event
         else:
             events.emit("code", code=await codeinput.read_code(reactor, w, code_length))
-        verifier = await w.get_verifier()
+        waiting = reactor.callLater(WAITING_NOTICE_SECONDS, events.human, WAITING_NOTICE)
+        try:
+            verifier = await w.get_verifier()
+        finally:
+            if waiting.active():
+                waiting.cancel()
         events.emit("verifier", f"Verifier {verifier.hex()}." if verify else None,
                     verifier=verifier.hex())
         await w.get_peer_versions()
@@ -216,10 +227,12 @@ async def _receive_file(reactor: Any, w: api.Wormhole,
             )
         except BaseException:
             kept = getattr(sink, "kept_bytes", 0)
-            if kept:
+            if kept:  # said before the error line, which may say "the file was not saved"
                 shown.close()
-                output.status(f"Kept {readable_size(kept)} of {readable_size(size)} (hidden); "
-                              "receiving this file here again continues from there")
+                output.status(f"{os.path.relpath(sink.target)} was not saved; the "
+                              f"{readable_size(kept)} of {readable_size(size)} received so far "
+                              "are kept (hidden), and receiving this file here again "
+                              "continues from there")
             raise
         shown.done("Received", kind=offer_kind(offer),
                    **({} if choices.to_stdout else {"path": os.path.abspath(sink.target)}))

@@ -25,6 +25,7 @@ from hilltop.cli.transitopts import (
     transit_options,
 )
 from hilltop.errors import HilltopError, PeerRejectedError, RejectedError, TransferError
+from hilltop.rendezvous.codes import parse_code
 from hilltop.transfer import offers
 from hilltop.transit.options import TransitOptions
 from hilltop.units import readable_size
@@ -79,14 +80,16 @@ def send(opts: GlobalOptions, paths: tuple[str, ...], text: str | None, code: st
     several = len(paths) > 1
     if several:
         _check_several(paths, text, stream_name)
-    if text is None and not paths:
-        raise click.UsageError("give a file or directory to send, or --text MESSAGE")
-    if text is not None and paths:
+    if text and paths:
         raise click.UsageError("give either --text or a file, not both")
     if zero_mode:
         code = zero_mode_code(code, bool(lan or interface), "--code")
     try:
-        if text == "-":
+        if code is not None:  # before anything is said about what will be sent
+            parse_code(code)
+        if not text and not paths:  # official 0.24 asks too, also for --text ''
+            text = pipes.read_typed_text()
+        elif text == "-":
             output.status("Reading text message from stdin..")
             text = pipes.read_stdin_text()
         elif text is not None:

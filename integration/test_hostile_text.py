@@ -83,7 +83,7 @@ def test_received_text_into_a_pipe_is_exact(hilltop: Callable[..., Peer],
     s = hilltop("send", "--code", fresh_code, "--text", HOSTILE)
     received = hilltop("receive", fresh_code).finish(60)
     assert s.finish(60).returncode == 0 and received.returncode == 0, received.describe()
-    assert received.stdout == HOSTILE + "\n"
+    assert received.stdout == HOSTILE  # nothing added, not even a newline
     assert not RAW.search(received.stderr), received.describe()
 
 

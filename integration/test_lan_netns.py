@@ -132,7 +132,7 @@ def test_text_with_no_server_and_the_announcement_withdrawn(lab: LanLab,
     assert url.startswith("ws://198.18.0.11:") and url.endswith("/v1")
     recv = receive(lab, code, lab.workdir)
     assert recv.finish(30) == 0, recv.describe()
-    assert recv.stdout == TEXT + "\n"
+    assert recv.stdout == TEXT  # into a pipe: exactly as sent
     check_timing(recv, record_property)
     assert sender.finish(30) == 0, sender.describe()
     nameplate, words = code.split("-", 1)

@@ -73,7 +73,7 @@ def _autobahn() -> tuple[Any, type]:
 
         def onClose(self, wasClean: bool, code: int | None,
                     reason: str | None) -> None:
-            self.client._lost(self, _broken_by_server(self, reason))
+            self.client._lost(self, _broken_by_server(self, reason), reason)
 
     return WebSocketClientFactory, MailboxProtocol
 
@@ -159,7 +159,8 @@ class RendezvousClient:
         def failed(f: Any) -> None:
             self._connecting = None
             log.debug("mailbox connection failed: %s", f.getErrorMessage())
-            self._engine.connection_lost(self._reactor.seconds())
+            self._engine.connection_lost(self._reactor.seconds(),
+                                         attempt=self._attempt(f.getErrorMessage()))
             self._pump()
 
         def done(_: Any) -> None:
@@ -176,16 +177,24 @@ class RendezvousClient:
         self._engine.frame_received(payload, self._reactor.seconds())
         self._pump()
 
-    def _lost(self, protocol: _MailboxProtocol, broken: HilltopError | None = None) -> None:
+    def _lost(self, protocol: _MailboxProtocol, broken: HilltopError | None = None,
+              reason: str | None = None) -> None:
         if protocol is not self._protocol:
             if self._protocol is None and self._connecting is None:
                 # the WebSocket handshake itself failed after TCP connected
-                self._engine.connection_lost(self._reactor.seconds())
+                why = reason or "no WebSocket handshake"
+                self._engine.connection_lost(self._reactor.seconds(),
+                                             attempt=self._attempt(why))
                 self._pump()
             return
         self._protocol = None
         self._engine.connection_lost(self._reactor.seconds(), broken)
         self._pump()
+
+    def _attempt(self, why: str) -> str:
+        """``ws://host:port/v1: why``, for the error when the server was never reached
+        (Twisted's reasons end in a full stop; the error line goes on after them)."""
+        return f"{self._url}: {why.strip().rstrip('.')[:200]}"
 
     def _on_timer(self) -> None:
         self._timer = None

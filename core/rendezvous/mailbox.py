@@ -311,12 +311,14 @@ class Mailbox:
             for phase, body in self._pending.items():
                 self._send("add", phase=phase, body=body)
 
-    def connection_lost(self, now: float, error: HilltopError | None = None) -> None:
+    def connection_lost(self, now: float, error: HilltopError | None = None,
+                        attempt: str = "") -> None:
         """The WebSocket dropped (or an attempt to open one failed).
 
         ``error``: the shell saw the server break the WebSocket protocol itself (a frame over
         the size limit, bytes that are no WebSocket). That is fatal: reconnecting would only
-        fetch the same stored message again.
+        fetch the same stored message again. ``attempt``: the server and why the shell could
+        not reach it ("ws://host:4000/v1: Connection refused"), named if it never answered.
         """
         if self.link is Link.GONE:
             return
@@ -327,7 +329,8 @@ class Mailbox:
             return
         if not self._ever_connected:
             self.link = _move(LINK_MOVES, self.link, "stop")
-            self._fail(ServerUnreachableError("cannot reach the mailbox server"), "errory",
+            self._fail(ServerUnreachableError(
+                " ".join(("cannot reach the mailbox server", attempt)).rstrip()), "errory",
                        tell_server=False)
             return
         if self.stage is Stage.CLOSING:

@@ -112,3 +112,15 @@ def test_a_reader_that_went_away_stops_the_events_not_the_command(tmp_path: Path
     assert json.loads(result.stdout)["event"] == "progress"
     assert result.stderr == "finished\n", result.stderr
     assert result.returncode == 0
+
+
+def test_the_json_help_lists_every_event_and_no_missing_file() -> None:
+    """``--json``'s help pointed at docs/json-events.md, which an installed copy lacks; it now
+    names the events itself, the schema's list exactly."""
+    import re
+
+    kinds = set(re.findall(r'"event": \{"const": "([a-z_]+)"\}', json.dumps(SCHEMA)))
+    assert kinds, "the schema's event names were not found"
+    listed = set(re.findall(r"[a-z_]+", events.JSON_HELP.split("(", 1)[1].split(")", 1)[0]))
+    assert listed == kinds
+    assert "docs/" not in events.JSON_HELP

@@ -273,10 +273,12 @@ def test_reconnect_backoff_doubles_up_to_a_cap() -> None:
 
 def test_first_connection_failure_is_fatal_and_clear() -> None:
     a = engine(12)
-    a.connection_lost(0.0)
+    a.connection_lost(0.0, attempt="ws://example.invalid:4000/v1: DNS lookup failed")
     evs = events(a)
     closed = of(mb.ClosedEvent, evs)
     assert isinstance(closed[0].error, ServerUnreachableError)
+    assert str(closed[0].error) == ("cannot reach the mailbox server "
+                                    "ws://example.invalid:4000/v1: DNS lookup failed")
     assert a.next_deadline() is None
 
 
