@@ -17,7 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from hilltop.testing import free_port
+from hilltop.testing import LocalCA, free_port, make_ca
+
+__all__ = ["LocalCA", "RelayPorts", "make_ca", "official_relay", "secure_websocket_relay",
+           "websocket_relay"]
 
 
 @dataclass(frozen=True)
@@ -77,54 +80,6 @@ def websocket_relay() -> Iterator[RelayPorts]:
             assert time.monotonic() < deadline, "the relay's WebSocket side did not start"
             time.sleep(0.05)
         yield RelayPorts(tcp, ws)
-
-
-@dataclass(frozen=True)
-class LocalCA:
-    """A CA made for one test and a server certificate it signed for ``localhost``."""
-
-    ca_file: Path
-    cert_file: Path
-    key_file: Path
-
-
-def make_ca(folder: Path) -> LocalCA:
-    """Generate the CA and a ``localhost`` server certificate (cryptography, P-256)."""
-    import datetime
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    now = datetime.datetime.now(datetime.UTC)
-
-    def name(text: str) -> x509.Name:
-        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, text)])
-
-    def builder(subject: str, issuer: str, key: ec.EllipticCurvePrivateKey
-                ) -> x509.CertificateBuilder:
-        return (x509.CertificateBuilder().subject_name(name(subject)).issuer_name(name(issuer))
-                .public_key(key.public_key()).serial_number(x509.random_serial_number())
-                .not_valid_before(now - datetime.timedelta(hours=1))
-                .not_valid_after(now + datetime.timedelta(days=1)))
-
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = (builder("hilltop test CA", "hilltop test CA", ca_key)
-          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-          .sign(ca_key, hashes.SHA256()))
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (builder("localhost", "hilltop test CA", key)
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]),
-                           critical=False)
-            .sign(ca_key, hashes.SHA256()))
-    pem = serialization.Encoding.PEM
-    made = LocalCA(folder / "ca.pem", folder / "server.pem", folder / "server.key")
-    made.ca_file.write_bytes(ca.public_bytes(pem))
-    made.cert_file.write_bytes(cert.public_bytes(pem))
-    made.key_file.write_bytes(key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
-                                                serialization.NoEncryption()))
-    return made
 
 
 def secure_websocket_relay(ca: LocalCA) -> Iterator[RelayPorts]:
