@@ -12,11 +12,13 @@ Usage by the file-transfer layer (hints must travel through the mailbox before c
     await runner.stop()
 
 Every attempt runs :class:`hilltop.transit.handshake.Handshake` over whatever stream its transport
-returned; the race decides who wins. Losers are closed, pending dials cancelled, listeners
-stopped and our timer cancelled as soon as the race ends; :meth:`TransitRunner.stop` waits
-until all of that has really happened. The runner never sees a record: the transit key only
-makes the handshake lines, and the record cipher is the caller's choice
-(:mod:`hilltop.transit.connection`).
+returned; the race decides who wins. Relay hints, ours and the peer's, first go through
+:func:`hilltop.transit.relayplan.plan` (merged, capped, ordered): the race sees them as one
+priority group whose members carry their stagger as a start delay. Losers are closed,
+pending dials cancelled, listeners stopped and our timer cancelled as soon as the race ends;
+:meth:`TransitRunner.stop` waits until all of that has really happened. The runner never sees
+a record: the transit key only makes the handshake lines, and the record cipher is the
+caller's choice (:mod:`hilltop.transit.connection`).
 """
 
 from __future__ import annotations
