@@ -64,8 +64,9 @@ def check_url(url: Any) -> str:
         raise MalformedHintError(f"bad websocket URL {text!r}: {err}") from None
     if parts.scheme not in ("ws", "wss") or not parts.hostname:
         raise MalformedHintError(f"websocket hint needs a ws:// or wss:// URL, got {text!r}")
-    if parts.port == 0 or any(c.isspace() for c in text):
-        raise MalformedHintError(f"bad websocket URL {text!r}")
+    if parts.port == 0 or not all(0x21 <= ord(c) < 0x7F for c in text):
+        raise MalformedHintError(f"bad websocket URL {text!r}: it must be printable ASCII "
+                                 "without spaces, with a port above 0")
     return text
 
 

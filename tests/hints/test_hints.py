@@ -159,7 +159,7 @@ def test_transit_helper(text: str, host: str, port: int, prio: float) -> None:
 @pytest.mark.parametrize("text", [
     "transit.example:4001", "tcp:host", "tcp:host:port", "tcp:::1:4001", "tcp:h:0",
     "tcp:h:1:priority=x", "tcp:h:1:color=red", "ws:h:1", "ws://", "wss://h:99999/",
-    "http://h/", "tcp:h:1,", ",ws://h/", "ws://h /",
+    "http://h/", "tcp:h:1,", ",ws://h/", "ws://h /", "ws://h\x00/", "ws://[::1/",
 ])
 def test_transit_helper_errors(text: str) -> None:
     with pytest.raises(LocalError, match="transit helper"):
