@@ -314,3 +314,43 @@ async def test_every_relay_connection_carries_the_same_side() -> None:
     await s.stop()
     for p in ports:
         await p.stopListening()
+
+
+@pytest_twisted.ensureDeferred
+async def test_both_roles_dial_the_same_relay_first() -> None:
+    """The sender names relay A, the receiver relay B (both silent): each side dials A (the
+    sender's) first and B a stagger later, so their first connections meet at one relay."""
+    from twisted.internet import reactor
+    from twisted.internet.protocol import Factory, Protocol
+
+    seen: list[tuple[str, bytes]] = []  # (relay, side) in arrival order
+
+    def recorder(name: str) -> type[Protocol]:
+        class Record(Protocol):
+            def dataReceived(self, data: bytes) -> None:  # noqa: N802
+                seen.append((name, data.split(b" for side ")[1]))
+        return Record
+
+    ports = {name: reactor.listenTCP(0, Factory.forProtocol(recorder(name)),
+                                     interface="127.0.0.1") for name in "AB"}
+    helper = {n: parse_transit_helper(f"tcp:127.0.0.1:{p.getHost().port}")
+              for n, p in ports.items()}
+    runners = [TransitRunner(reactor, role, TK, transit_helpers=[helper[name]], no_listen=True,
+                             transports=load_transports(["relay"]),
+                             config=RaceConfig(overall_timeout=30))
+               for role, name in (("sender", "A"), ("receiver", "B"))]
+    s, r = runners
+    s_wire = [h.to_wire() for h in await s.our_hints()]
+    r_wire = [h.to_wire() for h in await r.our_hints()]
+    races = [s.connect(parse_hints(r_wire)), r.connect(parse_hints(s_wire))]
+    for d in races:
+        d.addErrback(lambda _f: None)
+    await wait_for(reactor, lambda: len(seen) == 4, 2 * relayplan.STAGGER + 3.0)
+    assert [name for name, _side in seen] == ["A", "A", "B", "B"]
+    assert seen[0][1] != seen[1][1]  # one connection from each side at A
+    for d in races:
+        d.cancel()
+    for runner in runners:
+        await runner.stop()
+    for p in ports.values():
+        await p.stopListening()
