@@ -36,7 +36,14 @@ def zero_mode_code(code: str | None, lan: bool, code_flag: str) -> str:
 class GlobalOptions:
     appid: str
     relay_url: str
-    transit_helper: str
+    transit_helpers: tuple[str, ...]  # as given by --transit-helper or the environment
+
+    @property
+    def default_transit_helper(self) -> bool:
+        """No relay chosen on the command line (none given, or only the default one)."""
+        from hilltop.api import TRANSIT_HELPER
+
+        return self.transit_helpers in ((), (TRANSIT_HELPER,))
 
 
 _CLEANUP_SECONDS = 5.0

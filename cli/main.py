@@ -42,9 +42,14 @@ class AliasedGroup(click.Group):
 @click.option("--relay-url", default=api.RELAY_URL, show_default=True, metavar="URL",
               envvar="WORMHOLE_RELAY_URL", show_envvar=True,
               help="rendezvous (mailbox) server to use")
-@click.option("--transit-helper", default=api.TRANSIT_HELPER, show_default=True,
-              metavar="tcp:HOST:PORT", envvar="WORMHOLE_TRANSIT_HELPER", show_envvar=True,
-              help="transit relay to use")
+@click.option("--transit-helper", multiple=True, metavar="RELAY",
+              envvar="WORMHOLE_TRANSIT_HELPER", show_envvar=True,
+              show_default=api.TRANSIT_HELPER,
+              help="transit relay to meet the peer at when no direct connection works: "
+                   "tcp:HOST:PORT, ws://HOST:PORT/ or wss://HOST/ (endpoints of one relay "
+                   "joined by commas); give it again for more relays (both sides' relays "
+                   "are tried); '' for none; default: [relay] helpers in the config file, "
+                   "else the public relay")
 @click.option("--dump-timing", metavar="FILE.json", type=click.Path(dir_okay=False),
               help="(debug) write when each step happened to this JSON file")
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True,
@@ -52,14 +57,14 @@ class AliasedGroup(click.Group):
               help="Show the version and the protocol versions it speaks, then exit.")
 @events.json_flag
 @click.pass_context
-def cli(ctx: click.Context, appid: str, relay_url: str, transit_helper: str,
+def cli(ctx: click.Context, appid: str, relay_url: str, transit_helper: tuple[str, ...],
         dump_timing: str | None) -> None:
     """Create a Magic Wormhole and send text, files or directories through it.
 
     Both sides speak the same short code; the key comes from SPAKE2, so only someone who
     knows the code can read what is sent.
     """
-    ctx.obj = GlobalOptions(appid, relay_url, transit_helper)
+    ctx.obj = GlobalOptions(appid, relay_url, tuple(transit_helper))
     timing.start(dump_timing, ctx.invoked_subcommand)
 
 

@@ -83,7 +83,7 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, alloca
             raise click.UsageError("--json writes its events to stdout: -o - cannot write the "
                                    "data there too (give a file name)")
         pipes.refuse_terminal_stdout()
-    options = transit_options(opts.transit_helper, listen, transports)
+    options = transit_options(opts.transit_helpers, listen, transports)
     choices = _Choices(only_text, accept_file, output_file, hide_progress, options)
     choices.no_resume = no_resume
     tor = tor_chosen()
@@ -100,7 +100,7 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, alloca
 
             interfaces = lan_interfaces(interface)
             choices.options = cli_lan.lan_transit(options, interfaces, interface,
-                                                  opts.transit_helper == api.TRANSIT_HELPER)
+                                                  opts.default_transit_helper)
             relay_url, found = await cli_lan.find_sender(reactor, interfaces, typed)
         manager = None
         extra_args: dict[str, Any] = {}

@@ -100,7 +100,7 @@ def send(opts: GlobalOptions, paths: tuple[str, ...], text: str | None, code: st
     if stream_name is not None and not streamed:
         raise click.UsageError("--name names a stream ('-' or a FIFO); a file or directory "
                                "is offered under its own name")
-    options = transit_options(opts.transit_helper, listen, transports)
+    options = transit_options(opts.transit_helpers, listen, transports)
     tor = tor_chosen()
     if tor is not None and (lan or interface):
         raise click.UsageError("--tor and --lan exclude each other")
@@ -178,7 +178,7 @@ def send(opts: GlobalOptions, paths: tuple[str, ...], text: str | None, code: st
 
             interfaces = lan_interfaces(interface)
             lan_options = cli_lan.lan_transit(options, interfaces, interface,
-                                              opts.transit_helper == api.TRANSIT_HELPER)
+                                              opts.default_transit_helper)
             return await cli_lan.send_lan(
                 reactor, opts, interfaces,
                 lambda w, c: payload(reactor, w, lan_options, dataclasses.replace(

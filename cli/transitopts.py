@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -13,6 +13,7 @@ from hilltop.transit.options import DEFAULT_IDLE_TIMEOUT, TransitOptions
 from hilltop.transit.settings import TransportSettings
 
 if TYPE_CHECKING:
+    from hilltop.transit.relayconfig import RelaySettings
     from hilltop.webrtc.settings import WebRTCSettings
 
 
@@ -131,13 +132,35 @@ def app_versions(options: TransitOptions) -> dict[str, Any]:
     return capabilities.default_advertisement(__version__, allowed)
 
 
-def transit_options(transit_helper: str, listen: bool, transports: str | None) -> TransitOptions:
+def transit_options(transit_helpers: Sequence[str], listen: bool,
+                    transports: str | None) -> TransitOptions:
     names = [t.strip() for t in transports.split(",") if t.strip()] if transports else None
-    return TransitOptions(transit_helpers=[transit_helper] if transit_helper else [],
+    helpers, relay = relay_choices(transit_helpers)
+    return TransitOptions(transit_helpers=helpers,
                           no_listen=not listen, transports=names,
                           no_plugins=no_plugins_chosen(),
-                          settings=TransportSettings(webrtc_settings()),
+                          settings=TransportSettings(webrtc_settings(), relay),
                           on_attempt=events.attempt, idle_timeout=idle_timeout_chosen())
+
+
+def relay_choices(given: Sequence[str]) -> tuple[list[str], RelaySettings]:
+    """Our relays and the relay transport's settings: the ``--transit-helper`` flags (or
+    ``WORMHOLE_TRANSIT_HELPER``) when given, else the ``[relay]`` table's ``helpers``, else
+    the public relay; an empty value means none. Each is checked now, so a typo costs no
+    rendezvous."""
+    from hilltop.api import TRANSIT_HELPER
+    from hilltop.hints import parse_transit_helper
+    from hilltop.transit.relayconfig import read_relay_config
+
+    try:
+        config = read_relay_config()
+        chosen = given or config.helpers
+        helpers = [h for h in (chosen if chosen is not None else [TRANSIT_HELPER]) if h]
+        for helper in helpers:
+            parse_transit_helper(helper)
+    except HilltopError as err:
+        raise click.UsageError(str(err)) from None
+    return helpers, config.settings
 
 
 def check_transport_names(options: TransitOptions) -> None:
