@@ -101,7 +101,7 @@ async def send_lan(reactor: Any, opts: GlobalOptions, interfaces: LanInterfaces,
     """
     from hilltop.lan.service import LanMailbox, Mdns, aio
 
-    mailbox = LanMailbox(reactor, interfaces.addresses)
+    mailbox = LanMailbox(reactor, interfaces.addresses, notice=output.status)
     urls = mailbox.start()
     mdns: Mdns | None = None
     try:
