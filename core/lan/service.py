@@ -142,6 +142,8 @@ class LanMailbox:
         from wormhole_mailbox_server.server_websocket import WebSocketServerFactory
         from wormhole_mailbox_server.web import PrivacyEnhancedSite, Root
 
+        from hilltop._runtime.bodyless import BodylessRequest
+
         limits = self._budget.limits
         factory = WebSocketServerFactory(None, self._server)
         factory.protocol = guarded_protocol(factory.protocol, self._budget)
@@ -151,6 +153,7 @@ class LanMailbox:
         root.putChild(b"v1", WebSocketResource(factory))
         site = PrivacyEnhancedSite(root)
         site.logRequests = False
+        site.requestFactory = BodylessRequest  # a mailbox takes no request bodies
         return ConnectionGuard(site, limits, self._reactor, self._budget)
 
     def stop(self) -> defer.Deferred[Any]:

@@ -319,3 +319,36 @@ async def test_a_real_lan_mailbox_drops_a_connection_that_pings_too_much() -> No
         await b.close()
     finally:
         await mailbox.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_real_lan_mailbox_refuses_a_request_body_before_reading_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 27, item 14: a ``POST`` with a 1.5 GB ``Content-Length`` (or chunked) was spooled
+    to ``TMPDIR`` whatever its size. Now: 413 and the connection closed, nothing spooled."""
+    from twisted.internet import endpoints, reactor
+    from twisted.web import http
+
+    from hilltop.lan.service import LanMailbox
+
+    spooled: list[object] = []
+    real = http._getContentFile
+    monkeypatch.setattr(http, "_getContentFile", lambda n: spooled.append(n) or real(n))
+    mailbox = LanMailbox(reactor, ["127.0.0.1"])
+    mailbox.start()
+    endpoint = endpoints.TCP4ClientEndpoint(reactor, "127.0.0.1", mailbox.port)
+    try:
+        for head in (b"Content-Length: 1500000000\r\n", b"Transfer-Encoding: chunked\r\n"):
+            w = await endpoints.connectProtocol(endpoint, Watch())
+            w.transport.write(b"POST /v1 HTTP/1.1\r\nHost: x\r\n" + head + b"\r\n")
+            w.transport.write(b"1000\r\n" + b"x" * 100_000)
+            await w.lost.addTimeout(5, reactor)
+            assert w.received.startswith(b"HTTP/1.1 413 "), w.received
+        assert spooled == []
+        w = await endpoints.connectProtocol(endpoint, Watch())  # a GET is still served
+        w.transport.write(b"GET /v1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        await w.lost.addTimeout(5, reactor)
+        assert w.received.startswith(b"HTTP/1.1 "), w.received
+        assert not w.received.startswith(b"HTTP/1.1 413 ")
+    finally:
+        await mailbox.stop()
