@@ -200,7 +200,8 @@ async def test_a_real_lan_mailbox_serves_its_nameplate_and_refuses_others() -> N
     from hilltop.api import Wormhole
     from hilltop.lan.service import LanMailbox
 
-    mailbox = LanMailbox(reactor, ["127.0.0.1"])
+    told: list[str] = []
+    mailbox = LanMailbox(reactor, ["127.0.0.1"], notice=told.append)
     mailbox.start()  # its URLs leave loopback out: LAN peers never use it
     url = f"ws://127.0.0.1:{mailbox.port}/v1"
     mailbox.serve_only("4")
@@ -218,6 +219,13 @@ async def test_a_real_lan_mailbox_serves_its_nameplate_and_refuses_others() -> N
             await stranger.get_code()
         with pytest.raises(ServerError):
             await stranger.when_closed()
+        assert told == []  # an allocate is nobody's receiver: nothing to tell the sender
+        lost = Wormhole(relay_url=url, reactor=reactor)
+        lost.set_code("5-purple-sausages")  # a receiver typing another code: the sender hears
+        with pytest.raises(ServerError, match="only the nameplate it announced"):
+            await lost.when_closed()
+        [line] = told
+        assert "asked for nameplate '5'" in line and "'4' only" in line
     finally:
         await mailbox.stop()
 
