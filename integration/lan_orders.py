@@ -26,6 +26,10 @@ from test_lan_netns import LanLab, receive, sha256
 ORDERS = ("receiver-first", "sender-first")
 
 
+def last_line(proc: Proc) -> str:
+    return (proc.stderr.strip().splitlines() or ["(nothing)"])[-1]
+
+
 def one_run(lab: LanLab, order: str, nameplate: int, src: Path, dest: Path) -> str | None:
     """One transfer; None if it worked, else why not (one line)."""
     code = f"{nameplate}-guitarist-revenge"
@@ -43,6 +47,11 @@ def one_run(lab: LanLab, order: str, nameplate: int, src: Path, dest: Path) -> s
             sender = lab.run("a", f"send-{nameplate}", send_argv, cwd=src.parent)
             recv = receive(lab, code, dest, name=f"recv-{nameplate}")
         got_recv = recv.finish(180)
+        if got_recv != 0 and sender.proc.poll() is None:
+            time.sleep(5)  # a failed receiver should stop its sender, or make it say why
+            if sender.proc.poll() is None:
+                return f"receiver exit {got_recv} ({last_line(recv)}); the sender still waits " \
+                       f"5 s later, saying: {last_line(sender)}"
         got_send = sender.finish(60)
     except pytest.fail.Exception as failed:  # a hang: Proc killed it and says what it saw
         return str(failed).splitlines()[0]
@@ -51,8 +60,7 @@ def one_run(lab: LanLab, order: str, nameplate: int, src: Path, dest: Path) -> s
             if proc is not None:
                 proc.kill()
     if got_recv != 0 or got_send != 0:
-        last = (recv.stderr.strip().splitlines() or ["(no output)"])[-1]
-        return f"receiver exit {got_recv}, sender exit {got_send}: {last}"
+        return f"receiver exit {got_recv}, sender exit {got_send}: {last_line(recv)}"
     if sha256(dest / src.name) != sha256(src):
         return "the received file differs"
     return None
