@@ -24,7 +24,7 @@ from hilltop.cli.transitopts import (
     transit_flags,
     transit_options,
 )
-from hilltop.errors import HilltopError, LocalError, RejectedError
+from hilltop.errors import HilltopError, RejectedError
 from hilltop.transfer import offers, story, targets
 from hilltop.units import readable_size
 
@@ -89,13 +89,14 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, alloca
     tor = tor_chosen()
     if tor is not None and (lan or interface):
         raise click.UsageError("--tor and --lan exclude each other")
+    if (lan or interface) and typed is None:
+        raise click.UsageError("with --lan, give the code on the command line")
 
     async def main(reactor: Any) -> int:
         check_transport_names(options)
         relay_url, found = opts.relay_url, None
         if lan or interface:
-            if typed is None:
-                raise LocalError("with --lan, give the code on the command line")
+            assert typed is not None  # refused above as a usage error
             from hilltop.lan.service import lan_interfaces  # zeroconf and friends: LAN mode only
 
             interfaces = lan_interfaces(interface)
