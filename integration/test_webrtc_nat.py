@@ -88,3 +88,15 @@ def test_turn_relay_through_a_symmetric_nat(lab: NatLab, tmp_path: Path,
     path = won(recv)
     assert path.startswith("webrtc "), recv.describe()
     assert "relay" in path, recv.describe()
+
+
+def test_no_stun_server_the_mailbox_address_punches_the_hole(lab: NatLab, tmp_path: Path,
+                                                             peers_venv: Path) -> None:
+    """No ICE server at all: the server-reflexive candidate comes from the mailbox's
+    ``your-address`` (hilltop.webrtc.reflexive), and ICE punches through both cone NATs."""
+    lab.up(symmetric_a=False)
+    lab.servers(peers_venv / "bin" / "twist", coturn=False)
+    _, recv = transfer(lab, tmp_path, "6-mailbox-srflx", [])
+    path = won(recv)
+    assert path.startswith("webrtc "), recv.describe()
+    assert "srflx" in path, recv.describe()
