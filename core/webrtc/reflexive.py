@@ -26,7 +26,7 @@ def with_reflexive(sdp: str, public_host: str) -> str:
         return sdp
     eol = "\r\n" if "\r\n" in sdp else "\n"
     lines = sdp.split(eol)
-    if any(_fields(line) and _fields(line)[4] == public_host for line in lines):
+    if any((f := _fields(line)) is not None and f[4] == public_host for line in lines):
         return sdp
     out: list[str] = []
     for line in lines:
