@@ -69,7 +69,9 @@ def webrtc_flags(f: Callable[..., Any]) -> Callable[..., Any]:
     or in the ``[webrtc]`` table of the config file."""
     flags: list[tuple[str, str, dict[str, Any]]] = [
         ("--stun", "stun", dict(multiple=True, metavar="URL",
-                               help="webrtc: STUN server, e.g. stun:stun.example.org:3478")),
+                               help="STUN server for webrtc and, when the mailbox server does "
+                                    "not say our public address, for TCP hole punching "
+                                    "(none by default), e.g. stun:stun.example.org:3478")),
         ("--turn", "turn", dict(multiple=True, metavar="URL",
                                help="webrtc: TURN server, e.g. turn:turn.example.org:3478")),
         ("--turn-user", "turn_user", dict(metavar="NAME", help="webrtc: TURN user name")),

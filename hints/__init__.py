@@ -19,15 +19,15 @@ from types import ModuleType
 from typing import Any
 
 from hilltop.errors import LocalError, MalformedHintError
-from hilltop.hints import direct_tcp_v1, raw, relay_v1, tor_tcp_v1, websocket_v1
+from hilltop.hints import direct_tcp_v1, raw, relay_v1, tcp_punch_v1, tor_tcp_v1, websocket_v1
 from hilltop.hints.raw import RawHint
 
 log = logging.getLogger(__name__)
 
-Hint = direct_tcp_v1.Hint | relay_v1.Hint | tor_tcp_v1.Hint | RawHint
+Hint = direct_tcp_v1.Hint | relay_v1.Hint | tor_tcp_v1.Hint | tcp_punch_v1.Hint | RawHint
 
 MODULES: dict[str, ModuleType] = {
-    m.TYPE: m for m in (direct_tcp_v1, relay_v1, tor_tcp_v1)
+    m.TYPE: m for m in (direct_tcp_v1, relay_v1, tor_tcp_v1, tcp_punch_v1)
 }
 
 __all__ = ["HELPER_USAGE", "MODULES", "Hint", "MalformedHintError", "RawHint", "hints_to_wire",

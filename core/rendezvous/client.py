@@ -29,8 +29,14 @@ EndpointFactory = Callable[[IReactorTime, str, int, bool], IStreamClientEndpoint
 
 def default_endpoint(reactor: IReactorTime, host: str, port: int, tls: bool
                      ) -> IStreamClientEndpoint:
-    """Twisted's HostnameEndpoint (happy eyeballs); it also needs IReactorTCP from ``reactor``."""
-    endpoint = endpoints.HostnameEndpoint(reactor, host, port, timeout=30)
+    """Twisted's HostnameEndpoint (happy eyeballs); it also needs IReactorTCP from ``reactor``.
+
+    Its socket lets a later socket share its local port: the hole punch dials from the port
+    the mailbox server saw (:mod:`hilltop._runtime.sharedport`).
+    """
+    from hilltop._runtime.sharedport import SharedPortReactor
+
+    endpoint = endpoints.HostnameEndpoint(SharedPortReactor(reactor), host, port, timeout=30)
     if tls:  # only wss:// pays for importing pyOpenSSL
         return wrap_client_tls(host, endpoint)
     return endpoint
@@ -121,6 +127,9 @@ class RendezvousClient:
         self._connecting: Any = None
         self._timer: Any = None
         self._pumping = False
+        self.local_address: tuple[str, int] | None = None
+        """The local (host, port) of the open mailbox connection when its socket shares its
+        port (the default endpoint), else None: where a hole punch must dial from."""
 
     def start(self) -> None:
         self._connect()
@@ -170,6 +179,11 @@ class RendezvousClient:
 
     def _opened(self, protocol: _MailboxProtocol) -> None:
         self._protocol = protocol
+        self.local_address = None
+        if self._endpoint_factory is default_endpoint:
+            host = protocol.transport.getHost()
+            if hasattr(host, "port"):
+                self.local_address = (host.host, host.port)
         self._engine.connected(self._reactor.seconds())
         self._pump()
 
@@ -188,6 +202,7 @@ class RendezvousClient:
                 self._pump()
             return
         self._protocol = None
+        self.local_address = None
         self._engine.connection_lost(self._reactor.seconds(), broken)
         self._pump()
 

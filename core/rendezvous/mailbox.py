@@ -76,6 +76,7 @@ WAIT_TEXT = {
 class WelcomeEvent:
     motd: str | None
     current_cli_version: str | None
+    your_address: messages.SeenAddress | None = None
 
 
 @dataclass(frozen=True)
@@ -234,6 +235,9 @@ class Mailbox:
         self.code: str | None = None
         self.nameplate: str | None = None
         self.mailbox_id: str | None = None
+        self.your_address: messages.SeenAddress | None = None
+        """Where the server saw the current connection come from (server 0.8 says it in
+        ``welcome``); each reconnect's welcome replaces it, as the NAT may map it anew."""
         self._allocate_words: int | None = None  # set while an allocation is outstanding
         self._want_list = False
         self._pake: key.Pake | None = None
@@ -292,6 +296,7 @@ class Mailbox:
         self._ever_connected = True
         self._retry_delay = RECONNECT_FIRST_DELAY
         self._waits = {"welcome": now + self.timeouts.welcome}
+        self.your_address = None  # the new connection's welcome says it anew
         self._send("bind", appid=self.appid, side=self.side, client_version=self._client_version)
         if self.plate is Plate.RELEASING:  # the earlier release may not have reached the server
             self._send("release", nameplate=self.nameplate)
@@ -466,7 +471,9 @@ class Mailbox:
                 raise UnwelcomeError(f"the mailbox server refused us: {text}")
             case messages.Welcome():
                 self._waits.pop("welcome", None)
-                self._events.append(WelcomeEvent(msg.motd, msg.current_cli_version))
+                self.your_address = msg.your_address
+                self._events.append(WelcomeEvent(msg.motd, msg.current_cli_version,
+                                                 msg.your_address))
             case messages.NameplateList(nameplates):
                 self._events.append(NameplatesEvent(nameplates))
             case messages.Allocated(nameplate):
