@@ -57,6 +57,31 @@ def _schedule_case(rng: random.Random) -> dict[str, Any]:
     }
 
 
+def _records_case(rng: random.Random) -> dict[str, Any]:
+    """Transit records both ways as PyNaCl's SecretBox seals them (counter nonces, big-endian,
+    protocol notes §5.4), and the relay line, for the page's relay path."""
+    tk = rng.randbytes(32)
+    side = rng.randbytes(8).hex()
+    send_key, receive_key = records.record_keys(tk, "sender")
+    sizes = [0, 1, 300, rng.randrange(2, 2000)]
+
+    def frames(key: bytes) -> tuple[list[str], str]:
+        plaintexts = [rng.randbytes(n) for n in sizes]
+        box = SecretBox(key)
+        stream = b""
+        for counter, plaintext in enumerate(plaintexts):
+            sealed = bytes(box.encrypt(plaintext, counter.to_bytes(24, "big")))
+            stream += len(sealed).to_bytes(4, "big") + sealed
+        return [p.hex() for p in plaintexts], stream.hex()
+
+    to_receiver, stream_sender = frames(send_key)
+    to_sender, stream_receiver = frames(receive_key)
+    return {"transit_key": tk.hex(), "side": side,
+            "relay_line": handshake.relay_handshake(tk, side).decode(),
+            "sender_plaintexts": to_receiver, "sender_stream": stream_sender,
+            "receiver_plaintexts": to_sender, "receiver_stream": stream_receiver}
+
+
 def vectors(seed: int) -> dict[str, Any]:
     rng = random.Random(seed)
     codes = CODES + [f"{rng.randrange(1, 1000)}-{rng.randbytes(3).hex()}" for _ in range(5)]
@@ -65,6 +90,7 @@ def vectors(seed: int) -> dict[str, Any]:
         "spake2": [_spake_case(rng, c, wkey.APPID) for c in codes]
         + [_spake_case(rng, "5-other-appid", "example.com/other")],
         "schedule": [_schedule_case(rng) for _ in range(4)],
+        "records": [_records_case(rng) for _ in range(2)],
     }
 
 

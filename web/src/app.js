@@ -5,6 +5,8 @@ import wordsText from "../../core/rendezvous/pgp_words.txt";
 import { randomBytes, sha256Stream, toHex, utf8, fromUtf8 } from "./crypto.js";
 import { Wormhole, WrongCodeError } from "./wormhole.js";
 import { HINT, describePath, handshake, openChannel } from "./transit.js";
+import { checkRelayUrl, newSide, relayHints, relaysToDial } from "./relay.js";
+import { connectAsReceiver } from "./connect.js";
 import { openSink } from "./sink.js";
 import { parseFragment } from "./settings.js";
 import { safeName, size } from "./format.js";
@@ -17,6 +19,9 @@ const WORDS = wordsText.split("\n").filter((l) => l && !l.startsWith("#"))
 const NEEDS_WEBRTC = "Files need a peer with hilltop's webrtc transport (hilltop installed "
   + "with its webrtc extra, e.g. pip install -e '.[webrtc]' in its checkout); official "
   + "wormhole and wormhole-william can exchange text with this page, not files.";
+const NEEDS_RELAY = "Files from it need a transit relay both can reach: give this page the "
+  + "WebSocket side (ws:// or wss://) of the sender's relay under Settings, or in its URL as "
+  + "relay=...; official wormhole and wormhole-william reach it over TCP. Text works without.";
 
 function pickWord(position) {
   const row = WORDS[randomBytes(1)[0]];
@@ -50,8 +55,11 @@ function showVerifier(w) {
   $("verifier").hidden = false;
 }
 
-function transitMessage() {
-  return { transit: { "abilities-v1": [{ type: HINT.type }], "hints-v1": [HINT] } };
+/** Our transit message: WebRTC, and the relays we were given (a hilltop peer dials them
+ * too; official 0.24 and wormhole-william skip WebSocket endpoints and use their own relay). */
+function transitMessage(relays = []) {
+  const abilities = [{ type: HINT.type }, ...(relays.length ? [{ type: "relay-v1" }] : [])];
+  return { transit: { "abilities-v1": abilities, "hints-v1": [HINT, ...relayHints(relays)] } };
 }
 
 class Progress {
@@ -106,10 +114,12 @@ async function receive(settings, code) {
     await w.setCode(code);
     const versions = await w.versions();
     showVerifier(w);
+    let theirTransit = null;
     for (;;) {
       const msg = await w.next();
       if (msg.error) throw new Error(`the sender abandoned the transfer: ${msg.error}`);
-      if (!msg.offer) continue;  // transit, or unknown keys from newer peers
+      if (msg.transit && typeof msg.transit === "object") theirTransit = msg.transit;
+      if (!msg.offer) continue;  // unknown keys from newer peers
       const offer = msg.offer;
       if (typeof offer.message === "string") {
         w.send({ answer: { message_ack: "ok" } });
@@ -124,9 +134,13 @@ async function receive(settings, code) {
         w.send({ error: "unknown offer type" });
         throw new Error("the sender offered something this page cannot receive");
       }
-      if (!peerSpeaksWebrtc(versions)) {
-        w.send({ error: "transfer rejected: a browser can receive files only over WebRTC" });
-        throw new Error(`the sender has no WebRTC transport. ${NEEDS_WEBRTC}`);
+      const webrtc = peerSpeaksWebrtc(versions);
+      const relays = relaysToDial(settings.relays, theirTransit, location.protocol);
+      if (!webrtc && !relays.length) {
+        w.send({ error: "transfer rejected: a browser can receive files only over WebRTC "
+          + "or a WebSocket relay, and it knows none" });
+        throw new Error(`the sender has no WebRTC transport, and no WebSocket relay is known. `
+          + `${NEEDS_RELAY} (${NEEDS_WEBRTC})`);
       }
       const name = offer.file ? safeName(file.filename) : `${safeName(file.dirname)}.zip`;
       const total = offer.file ? file.filesize : file.zipsize;
@@ -134,7 +148,8 @@ async function receive(settings, code) {
         w.send({ error: "transfer rejected" });
         throw new Error("the sender's offer has no usable size");
       }
-      await receiveFile(settings, w, name, total, offer.directory ? " (a folder, as a zip)" : "");
+      await receiveFile(settings, w, { name, total, webrtc, relays,
+        note: offer.directory ? " (a folder, as a zip)" : "" });
       return;
     }
   } catch (err) {
@@ -143,16 +158,16 @@ async function receive(settings, code) {
   }
 }
 
-async function receiveFile(settings, w, name, total, note) {
-  w.send(transitMessage());
+async function receiveFile(settings, w, { name, total, webrtc, relays, note }) {
+  w.send(transitMessage(settings.relays));
   // negotiate at once: ICE and DTLS run while the user decides
-  const channel = openChannel("receiver", { iceServers: settings.iceServers,
+  const channel = webrtc ? openChannel("receiver", { iceServers: settings.iceServers,
     relayOnly: settings.relayOnly,
-    sendSignal: (s) => w.sendSignal(s), nextSignal: () => w.nextSignal() });
-  channel.catch(() => {});
+    sendSignal: (s) => w.sendSignal(s), nextSignal: () => w.nextSignal() }) : null;
+  if (channel) channel.catch(() => {});
   if (!await askAccept(`Receive ${name}${note}, ${size(total)}?`)) {
     w.send({ error: "transfer rejected" });
-    channel.then((s) => s.pc.close(), () => {});
+    if (channel) channel.then((s) => s.pc.close(), () => {});
     setState("done", "Declined.");
     await w.close("happy");
     return;
@@ -161,10 +176,10 @@ async function receiveFile(settings, w, name, total, note) {
   let progress, via, digest;
   try {
     w.send({ answer: { file_ack: "ok" } });
-    setState("working", "Connecting over WebRTC...");
-    const stream = await channel;
-    const transit = await handshake(stream, "receiver", w.transitKey());
-    via = `webrtc ${await describePath(stream.pc)}`;
+    const won = await connectAsReceiver({ webrtc: channel, relays, tk: w.transitKey(),
+      side: newSide(), onStatus: (text) => setState("working", text) });
+    const { transit, stream } = won;
+    via = won.kind === "webrtc" ? `webrtc ${await describePath(stream.pc)}` : `relay ${won.url}`;
     progress = new Progress(total, `Receiving ${name} (${via}):`);
     const hash = sha256Stream();
     await receiveRecords(transit, stream, sink, total, hash, progress);
@@ -293,7 +308,9 @@ function start() {
   const settings = parseFragment(location.hash, location.protocol);
   $("mailbox").value = settings.mailbox;
   $("code").value = settings.code;
-  const current = () => ({ ...settings, mailbox: $("mailbox").value.trim() });
+  $("relay").value = settings.relays.join(" ");
+  const current = () => ({ ...settings, mailbox: $("mailbox").value.trim(),
+    relays: $("relay").value.split(/\s+/).map(checkRelayUrl).filter(Boolean) });
   const busy = () => { for (const b of document.querySelectorAll("button.go")) b.disabled = true; };
   $("receive").onclick = () => { busy(); receive(current(), $("code").value); };
   $("send-file").onclick = () => {

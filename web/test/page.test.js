@@ -7,7 +7,8 @@ import { safeName, size } from "../src/format.js";
 
 test("settings from the URL fragment", () => {
   assert.deepEqual(parseFragment("#7-guitarist-revenge"),
-    { code: "7-guitarist-revenge", mailbox: PUBLIC_MAILBOX, iceServers: [], relayOnly: false });
+    { code: "7-guitarist-revenge", mailbox: PUBLIC_MAILBOX, iceServers: [], relayOnly: false,
+      relays: [] });
   assert.equal(parseFragment("", "https:").mailbox, PUBLIC_MAILBOX_TLS);
   const s = parseFragment("#code=3-a-b&mailbox=ws%3A%2F%2F198.18.0.1%3A4000%2Fv1"
     + "&stun=stun:h:3478&turn=turn:h:3478&turn-user=u&turn-password=p&relay-only=1");
