@@ -4,13 +4,16 @@ The sender serves hilltop's page (:mod:`hilltop.cli.pageserver`) on a local HTTP
 prints its URL, with the code, the mailbox and the ICE servers in the fragment (after ``#``:
 browsers never send it to a server, so the code reaches no server log), and the URL as a QR
 code. The page then speaks the ordinary protocol through the same mailbox: text with any
-peer, files over a WebRTC data channel, which hilltop's ``webrtc`` transport provides.
+peer, files over a WebRTC data channel, which hilltop's ``webrtc`` transport provides, or
+through the WebSocket side of one of our transit relays (``--transit-helper ws://...``),
+whose URL the fragment carries too: a browser has no TCP, so only such a relay can carry a
+file when WebRTC is missing or cannot connect.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -20,6 +23,8 @@ import click
 from hilltop.cli import output
 from hilltop.errors import LocalError
 from hilltop.webrtc.settings import WebRTCSettings
+
+RELAY_HOW = "--transit-helper ws://HOST:PORT/ or wss://..., the WebSocket side of a transit relay"
 
 
 def browser_flags(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -84,10 +89,20 @@ def page_mailbox(mailbox: str, page_host: str, lan_hosts: tuple[str, ...] = ()) 
     return urlunsplit(parts)
 
 
+def page_relays(helpers: Sequence[str]) -> tuple[str, ...]:
+    """The WebSocket endpoints (``ws://``, ``wss://``) of our relays: the only relay doors a
+    browser can open. ``helpers`` were checked when the options were read."""
+    from hilltop.hints import parse_transit_helper, websocket_v1
+
+    return tuple(e.url for h in helpers for e in parse_transit_helper(h).endpoints
+                 if isinstance(e, websocket_v1.Hint))
+
+
 def page_url(host: str, port: int, code: str, mailbox: str,
-             webrtc: WebRTCSettings | None) -> str:
+             webrtc: WebRTCSettings | None, relays: Sequence[str] = ()) -> str:
     """``http://HOST:PORT/#code=...&mailbox=...``: everything after ``#`` stays in the browser."""
     fragment = [("code", code), ("mailbox", mailbox)]
+    fragment += [("relay", url) for url in relays]
     servers = webrtc.ice_servers if webrtc else ()
     for server in servers:
         fragment.append(("stun" if server.urls.startswith("stun:") else "turn", server.urls))
@@ -120,10 +135,12 @@ class BrowserPage:
     webrtc: WebRTCSettings | None
     show_qr: bool
     lan_hosts: tuple[str, ...] = ()
+    relays: tuple[str, ...] = ()
 
     def url(self, code: str, mailbox: str) -> str:
         return page_url(self.address.host, self.address.port, code,
-                        page_mailbox(mailbox, self.address.host, self.lan_hosts), self.webrtc)
+                        page_mailbox(mailbox, self.address.host, self.lan_hosts), self.webrtc,
+                        self.relays)
 
     def announce(self, code: str, mailbox: str) -> None:
         url = self.url(code, mailbox)
@@ -136,9 +153,11 @@ class BrowserPage:
 
 
 def refuse_unsupported(*, tor: bool, streamed: bool, file: bool, transports: str | None,
-                       webrtc: WebRTCSettings | None = None, no_listen: bool = False) -> None:
+                       webrtc: WebRTCSettings | None = None, no_listen: bool = False,
+                       relays: Sequence[str] = ()) -> None:
     """Usage errors for what the page cannot do, before anything starts; then a missing
-    webrtc transport, with the command that adds it to this installation."""
+    webrtc transport, with the command that adds it to this installation. A file needs
+    WebRTC only when no WebSocket relay (``relays``) may carry it."""
     if tor:
         raise click.UsageError("--browser cannot be used with --tor (the page connects "
                                "directly, and WebRTC would reveal our addresses)")
@@ -147,18 +166,24 @@ def refuse_unsupported(*, tor: bool, streamed: bool, file: bool, transports: str
                                "send a file or --text")
     if not file:
         return
-    if transports is not None and "webrtc" not in [t.strip() for t in transports.split(",")]:
+    names = None if transports is None else [t.strip() for t in transports.split(",")]
+    if relays and (names is None or "relay" in names):
+        return  # the page reaches the file through the relay's WebSocket side
+    if names is not None and "webrtc" not in names:
         raise click.UsageError("--browser with a file needs the webrtc transport; "
-                               "add it to --transports")
+                               "add it to --transports (or the relay transport, with a "
+                               f"WebSocket relay: {RELAY_HOW})")
     if no_listen and (webrtc or WebRTCSettings()).under_no_listen(True) is None:
         raise click.UsageError("--browser with a file and --no-listen needs a TURN server "
-                               "(--turn): the page is reached only over WebRTC, and without "
-                               "TURN that would show it our addresses")
+                               "(--turn) or a WebSocket relay: without either the page is "
+                               "reached only over WebRTC, which would show it our addresses")
     import importlib.util
 
     if importlib.util.find_spec("aiortc") is None:  # after the usage errors: those come first
         from hilltop.cli.extras import how_to_add
 
         raise LocalError("--browser with a file needs the webrtc transport, which this "
-                         "installation lacks (--text works without it); add it with: "
+                         "installation lacks (--text works without it), or a WebSocket "
+                         f"relay ({RELAY_HOW}); add the transport with: "
                          f"{how_to_add('webrtc')}")
+

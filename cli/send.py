@@ -115,7 +115,8 @@ def send(opts: GlobalOptions, paths: tuple[str, ...], text: str | None, code: st
             cli_browser.refuse_unsupported(
                 tor=tor is not None, streamed=streamed, file=bool(paths),
                 transports=transports, webrtc=options.settings.get(WebRTCSettings),
-                no_listen=options.no_listen)
+                no_listen=options.no_listen,
+                relays=cli_browser.page_relays(options.transit_helpers))
         except HilltopError as err:
             exit_with(err)
     announcement = Announcement(code, code_length, verify, qr=qr, zero_mode=zero_mode)
@@ -166,7 +167,8 @@ def send(opts: GlobalOptions, paths: tuple[str, ...], text: str | None, code: st
         port = server.start()
         cli_browser.check_reachable(served.host)
         page = cli_browser.BrowserPage(cli_browser.BrowserAddress(served.host, port),
-                                       options.settings.get(WebRTCSettings), qr, lan_hosts)
+                                       options.settings.get(WebRTCSettings), qr, lan_hosts,
+                                       cli_browser.page_relays(options.transit_helpers))
         try:
             return await start(reactor, dataclasses.replace(announcement, page=page))
         finally:

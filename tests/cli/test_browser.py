@@ -52,6 +52,40 @@ def test_ice_servers_reach_the_page_and_nothing_else() -> None:
     assert browser.page_url("::1", 1, "1-a-b", "ws://x/v1", None).startswith("http://[::1]:1/")
 
 
+def test_websocket_relays_reach_the_page() -> None:
+    """Only the ws:// and wss:// endpoints of our relays: a browser cannot open TCP."""
+    helpers = ["tcp:198.18.0.1:4001,ws://198.18.0.1:4002/", "tcp:r2:4001",
+               "wss://relay.example/path"]
+    relays = browser.page_relays(helpers)
+    assert relays == ("ws://198.18.0.1:4002/", "wss://relay.example/path")
+    got = fragment(browser.page_url("h", 1, "1-a-b", "ws://x/v1", None, relays))
+    assert got["relay"] == list(relays)
+    assert "relay" not in fragment(browser.page_url("h", 1, "1-a-b", "ws://x/v1", None))
+
+
+@pytest.mark.parametrize("aiortc", [True, False], ids=["with-aiortc", "without-aiortc"])
+def test_a_websocket_relay_carries_a_file_without_webrtc(
+        aiortc: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a WebSocket relay the page needs no WebRTC: no refusal for --transports without
+    webrtc, --no-listen without TURN, or a missing aiortc; a TCP-only relay changes nothing."""
+    if not aiortc:
+        hide_aiortc(monkeypatch)
+    ws = ("ws://198.18.0.1:4002/",)
+    common: dict[str, Any] = {"tor": False, "streamed": False, "file": True}
+    browser.refuse_unsupported(**common, transports="direct-tcp,relay", relays=ws)
+    browser.refuse_unsupported(**common, transports=None, no_listen=True, relays=ws)
+    browser.refuse_unsupported(**common, transports=None, relays=ws)
+    with pytest.raises(click.UsageError, match="add it to --transports"):
+        browser.refuse_unsupported(**common, transports="direct-tcp", relays=ws)
+    with pytest.raises(click.UsageError, match="cannot be used with --tor"):
+        browser.refuse_unsupported(**{**common, "tor": True}, transports=None, relays=ws)
+    if not aiortc:
+        from hilltop.errors import LocalError
+
+        with pytest.raises(LocalError, match="or a WebSocket relay"):
+            browser.refuse_unsupported(**common, transports=None, relays=())
+
+
 def test_lan_mailbox_is_named_by_the_page_address() -> None:
     lan = ("198.18.0.11", "198.18.5.5")
     assert browser.page_mailbox("ws://198.18.5.5:4123/v1", "198.18.0.11", lan) \
