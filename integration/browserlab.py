@@ -9,11 +9,14 @@ servers from its URL only; none are given, so ICE uses host candidates on these 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
+import sqlite3
 import sys
+import time
 from pathlib import Path
 
 from nsproc import NamespaceLab, Proc
@@ -23,6 +26,7 @@ DRIVER = ROOT / "web" / "driver" / "drive.mjs"
 PAGE = ROOT / "cli" / "browser_page"
 CHROMIUM = os.environ.get("HILLTOP_CHROMIUM", "/usr/bin/chromium")
 MAILBOX = "ws://198.18.0.1:4000/v1"
+RELAY_WS = "ws://198.18.0.1:4002/"  # the lab relay's WebSocket side (start_relay)
 DEFAULT_MAILBOX = "ws://relay.magic-wormhole.io:4000/v1"  # resolves to 198.18.0.1 in the lab
 HOSTS = {"a": 11, "b": 12}
 BIG = 50_000_000
@@ -84,6 +88,20 @@ class BrowserLab(NamespaceLab):
         self.wait_listening("net", 4000)
         return mailbox
 
+    def start_relay(self) -> Path:
+        """The official transit relay in ``net``: TCP on 198.18.0.1:4001 (the port
+        ``transit.magic-wormhole.io`` names, which resolves here, so official peers use it
+        unchanged) and its WebSocket side on :4002 (:data:`RELAY_WS`); one pairing table for
+        both. Returns its usage database (a row per relayed pair, with the bytes)."""
+        usage = self.workdir / "relay-usage.sqlite"
+        self.run("net", "relay", [str(self.twist), "transitrelay",
+                                  "--port", "tcp:4001:interface=198.18.0.1",
+                                  "--websocket", "tcp:4002:interface=198.18.0.1",
+                                  "--websocket-url", RELAY_WS, "--usage-db", str(usage)])
+        self.wait_listening("net", 4002)
+        self.wait_listening("net", 4001)
+        return usage
+
     def start_turn(self) -> tuple[str, str, str]:
         """Debian's coturn in ``net`` (STUN and TURN on 198.18.0.1:3478, relaying only within
         the lab); returns (TURN URL, user, password)."""
@@ -124,6 +142,21 @@ def page_end(proc: Proc, timeout: float = 240) -> dict:
     if not ends:
         raise AssertionError(f"the driver said nothing: {proc.describe()}")
     return ends[-1]
+
+
+def relayed_bytes(usage_db: Path, at_least: int, timeout: float = 15) -> int:
+    """The bytes the relay's usage database says it carried, once a pair carried at least
+    ``at_least`` (the relay writes the row when the pair closes)."""
+    deadline = time.monotonic() + timeout
+    most = 0
+    while time.monotonic() < deadline:
+        with contextlib.suppress(sqlite3.Error), contextlib.closing(
+                sqlite3.connect(usage_db)) as db:
+            most = max([most, *(r[0] or 0 for r in db.execute("SELECT total_bytes FROM usage"))])
+        if most >= at_least:
+            break
+        time.sleep(0.2)
+    return most
 
 
 def page_code(proc: Proc) -> str:

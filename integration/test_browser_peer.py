@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import zipfile
 from collections.abc import Iterator
@@ -21,10 +22,12 @@ from browserlab import (
     BIG,
     DEFAULT_MAILBOX,
     MAILBOX,
+    RELAY_WS,
     BrowserLab,
     missing_tools,
     page_code,
     page_end,
+    relayed_bytes,
     sha256,
 )
 from nsproc import Proc, hilltop_command
@@ -47,8 +50,11 @@ def lab(tmp_path: Path, peers_venv: Path) -> Iterator[BrowserLab]:
         lab.down()
 
 
-def send_browser(lab: BrowserLab, *args: str, cwd: Path | None = None) -> tuple[Proc, str]:
-    sender = lab.run("a", "send", [*hilltop_command(), "--relay-url", MAILBOX, "send",
+def send_browser(lab: BrowserLab, *args: str, cwd: Path | None = None,
+                 relay: str | None = None) -> tuple[Proc, str]:
+    """``wormhole send --browser ARGS``; ``relay`` is a ``--transit-helper`` (a global flag)."""
+    helper = ["--transit-helper", relay] if relay is not None else []
+    sender = lab.run("a", "send", [*hilltop_command(), "--relay-url", MAILBOX, *helper, "send",
                                    "--browser", "--hide-progress", *args], cwd=cwd)
     url = sender.wait_for(r"(http://198\.18\.0\.11:\d+/#\S+)").group(1)
     return sender, url
@@ -130,9 +136,62 @@ def test_official_file_sender_is_told_the_page_needs_webrtc(lab: BrowserLab, tmp
                        "--code", code)
     end = page_end(page)
     assert end["state"] == "error"
-    assert "no WebRTC transport" in end["error"] and "its webrtc extra" in end["error"]
+    assert "no WebRTC transport, and no WebSocket relay is known" in end["error"]
+    assert "its webrtc extra" in end["error"] and "relay=" in end["error"]
     assert official.finish(30) != 0
     assert "a browser can receive files only over WebRTC" in official.output
+
+
+def test_official_sender_reaches_the_page_through_the_websocket_relay(
+        lab: BrowserLab, tmp_path: Path, peers_venv: Path) -> None:
+    """Official 0.24 with its default relay (tcp:transit.magic-wormhole.io:4001, the lab's
+    relay by name) and the page told the WebSocket side of the same relay: the relay pairs
+    TCP with WebSocket, and the page accepts the offer and acks with the SHA-256."""
+    usage = lab.start_relay()
+    data = tmp_path / "official.bin"
+    data.write_bytes(os.urandom(3_000_000))
+    official = lab.run("a", "official", [str(peers_venv / "bin" / "wormhole"), "--relay-url",
+                                         MAILBOX, "send", str(data)])
+    code = official.wait_for(r"Wormhole code is: (\S+)").group(1)
+    downloads = tmp_path / "downloads"
+    page = lab.browser("relay-official", "--url", lab.static_host()
+                       + f"#mailbox={MAILBOX}&relay={RELAY_WS}", "--code", code,
+                       "--downloads", str(downloads))
+    end = page_end(page)
+    assert end["state"] == "done", page.describe() + "\n" + official.describe()
+    assert f"via relay {RELAY_WS}" in end["result"], end
+    assert official.finish(60) == 0, official.describe()  # it checks the ack's SHA-256
+    assert sha256(downloads / "official.bin") == sha256(data) == end["sha256"]
+    relayed = relayed_bytes(usage, 3_000_000)
+    assert relayed >= 3_000_000
+    print(f"official 0.24 -> page: {end['result']}; relay carried {relayed} bytes")
+    print(official.stderr)
+
+
+def test_hilltop_sender_without_webrtc_reaches_the_page_through_the_relay(
+        lab: BrowserLab, tmp_path: Path) -> None:
+    """No webrtc transport on the sender; the page learns the relay from the sender's
+    relay-v1 hint alone (its URL's relay= is removed here: the fragment path is the test
+    above's). The sender dials the relay's TCP side, the page its WebSocket side."""
+    usage = lab.start_relay()
+    data = tmp_path / "plain.bin"
+    data.write_bytes(os.urandom(3_000_000))
+    sender, url = send_browser(lab, "--transports", "direct-tcp,relay", str(data),
+                               relay=f"tcp:198.18.0.1:4001,{RELAY_WS}")
+    assert f"relay={RELAY_WS}" in url
+    downloads = tmp_path / "downloads"
+    page = lab.browser("relay-hilltop", "--url", re.sub(r"&relay=[^&]*", "", url),
+                       "--downloads", str(downloads))
+    end = page_end(page)
+    assert end["state"] == "done", page.describe() + "\n" + sender.describe()
+    assert f"via relay {RELAY_WS}" in end["result"], end
+    assert sender.finish(60) == 0, sender.describe()
+    assert "webrtc" not in sender.stderr
+    assert sha256(downloads / "plain.bin") == sha256(data) == end["sha256"]
+    relayed = relayed_bytes(usage, 3_000_000)
+    assert relayed >= 3_000_000
+    print(f"hilltop (no webrtc) -> page: {end['result']}; relay carried {relayed} bytes")
+    print(sender.stderr)
 
 
 def test_wrong_code_fails_on_both_sides(lab: BrowserLab, tmp_path: Path) -> None:
@@ -178,11 +237,16 @@ def test_a_folder_arrives_as_its_zip(lab: BrowserLab, tmp_path: Path) -> None:
     (folder / "inner").mkdir(parents=True)
     (folder / "a.txt").write_text("first\n")
     (folder / "inner" / "b.bin").write_bytes(os.urandom(200_000))
-    sender, url = send_browser(lab, str(folder))
+    # with a WebSocket relay offered as well, WebRTC still carries it (the relay is the
+    # page's fallback after 5 s or a WebRTC failure; docs/browser.md)
+    lab.start_relay()
+    sender, url = send_browser(lab, str(folder), relay=f"tcp:198.18.0.1:4001,{RELAY_WS}")
+    assert f"relay={RELAY_WS}" in url
     downloads = tmp_path / "downloads"
     page = lab.browser("folder-in", "--url", url, "--downloads", str(downloads))
     end = page_end(page)
     assert end["state"] == "done", page.describe() + "\n" + sender.describe()
+    assert "via webrtc" in end["result"], end
     assert sender.finish(60) == 0, sender.describe()
     with zipfile.ZipFile(downloads / "photos.zip") as z:
         assert z.read("a.txt") == b"first\n"
