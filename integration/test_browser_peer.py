@@ -142,30 +142,37 @@ def test_official_file_sender_is_told_the_page_needs_webrtc(lab: BrowserLab, tmp
     assert "a browser can receive files only over WebRTC" in official.output
 
 
-def test_official_sender_reaches_the_page_through_the_websocket_relay(
-        lab: BrowserLab, tmp_path: Path, peers_venv: Path) -> None:
-    """Official 0.24 with its default relay (tcp:transit.magic-wormhole.io:4001, the lab's
-    relay by name) and the page told the WebSocket side of the same relay: the relay pairs
-    TCP with WebSocket, and the page accepts the offer and acks with the SHA-256."""
+@pytest.mark.parametrize("peer", ["official", "william"])
+def test_v1_sender_reaches_the_page_through_the_websocket_relay(
+        lab: BrowserLab, tmp_path: Path, peers_venv: Path, peer: str) -> None:
+    """Official 0.24 or wormhole-william with its default relay (tcp:transit.magic-wormhole.io
+    :4001, the lab's relay by name) and the page told the WebSocket side of the same relay:
+    the relay pairs TCP with WebSocket, and the page accepts the offer and acks with the
+    SHA-256, which both senders check before they exit 0. (wormhole-william's SPAKE2 bug,
+    1 session in 256, is not worked around by the page: docs/browser.md, known limits.)"""
     usage = lab.start_relay()
-    data = tmp_path / "official.bin"
+    data = tmp_path / "v1.bin"
     data.write_bytes(os.urandom(3_000_000))
-    official = lab.run("a", "official", [str(peers_venv / "bin" / "wormhole"), "--relay-url",
-                                         MAILBOX, "send", str(data)])
-    code = official.wait_for(r"Wormhole code is: (\S+)").group(1)
+    if peer == "official":
+        argv = [str(peers_venv / "bin" / "wormhole"), "--relay-url", MAILBOX, "send", str(data)]
+    else:
+        if (william := shutil.which("wormhole-william")) is None:
+            pytest.fail("wormhole-william is not installed (.ci/run installs it)", pytrace=False)
+        argv = [william, "--relay-url", MAILBOX, "send", "--hide-progress", str(data)]
+    sender = lab.run("a", peer, argv)
+    code = sender.wait_for(r"Wormhole code is: (\S+)").group(1)
     downloads = tmp_path / "downloads"
-    page = lab.browser("relay-official", "--url", lab.static_host()
+    page = lab.browser(f"relay-{peer}", "--url", lab.static_host()
                        + f"#mailbox={MAILBOX}&relay={RELAY_WS}", "--code", code,
                        "--downloads", str(downloads))
     end = page_end(page)
-    assert end["state"] == "done", page.describe() + "\n" + official.describe()
+    assert end["state"] == "done", page.describe() + "\n" + sender.describe()
     assert f"via relay {RELAY_WS}" in end["result"], end
-    assert official.finish(60) == 0, official.describe()  # it checks the ack's SHA-256
-    assert sha256(downloads / "official.bin") == sha256(data) == end["sha256"]
+    assert sender.finish(60) == 0, sender.describe()
+    assert sha256(downloads / "v1.bin") == sha256(data) == end["sha256"]
     relayed = relayed_bytes(usage, 3_000_000)
     assert relayed >= 3_000_000
-    print(f"official 0.24 -> page: {end['result']}; relay carried {relayed} bytes")
-    print(official.stderr)
+    print(f"{peer} -> page: {end['result']}; relay carried {relayed} bytes")
 
 
 def test_hilltop_sender_without_webrtc_reaches_the_page_through_the_relay(
