@@ -6,13 +6,12 @@
 import { handshake } from "./transit.js";
 import { openRelay } from "./relay.js";
 
-/** How long WebRTC has to open its data channel before the relays are dialled too. On a
- * LAN or through a cone NAT ICE opens it in well under a second (the lab's 50 MB test:
- * about 0.3 s), so 5 s leaves it ample room and costs a peer that cannot do WebRTC (one
- * whose ICE stays silent rather than failing) 5 s. A WebRTC that fails outright (ICE
- * "failed") starts the relays at once. The hilltop sender waits for WebRTC as well: its
- * relay dials start 2 s after its WebRTC attempt, and a ready relay leaves a running
- * WebRTC attempt 0.5 s more. */
+/** How long WebRTC has to open its data channel, after the accept, before the relays are
+ * dialled too. ICE has been running since the offer arrived and a working path needs a few
+ * round trips, so 5 s is ample; a WebRTC whose checks go unanswered (ICE says "failed" only
+ * after ~30 s) then costs 5 s, and one that fails outright starts the relays at once. The
+ * hilltop sender waits for WebRTC as well: its relay dials start 2 s after its WebRTC
+ * attempt, and a ready relay leaves a running WebRTC attempt 0.5 s more. */
 export const RELAY_FALLBACK_MS = 5000;
 
 /** The transit handshake's time on an open connection (the sender writes first, at once). */
