@@ -189,7 +189,7 @@ def test_two_symmetric_nats_fall_back_to_the_relay_in_bounded_time(
 
 def test_two_hosts_behind_one_nat_go_direct(lab: NatLab, tmp_path: Path) -> None:
     """Each side's direct-tcp hints carry its LAN address, which the other reaches; the punch
-    would need the router to hairpin (the lab's does not: it resets the dial)."""
+    would need the router to hairpin (the lab's does not: nothing on it listens there)."""
     before = lab.relayed_bytes()
     sender, receiver, _ = transfer(lab, tmp_path, "11-one-nat", SMALL, False,
                                    hosts=("hostA", "hostA2"))
@@ -201,8 +201,9 @@ def test_two_hosts_behind_one_nat_go_direct(lab: NatLab, tmp_path: Path) -> None
 
 def test_a_punch_refused_by_a_host_without_nat_does_not_hold_up_direct_tcp(
         lab: NatLab, tmp_path: Path) -> None:
-    """Two public hosts: each punch dial meets a reset (no NAT, nothing listens on the mailbox
-    connection's port) and redials, while direct TCP to the listener wins as it did before."""
+    """Two public hosts: each punch dial goes to a port where nothing listens (no NAT: the
+    peer's host answers with a reset, and the punch redials), while direct TCP to the listener
+    wins as it did before, inside the relay's 2 s stagger."""
     sender, receiver, took = transfer(lab, tmp_path, "12-refused", SMALL, False,
                                       hosts=("hostC", "hostD"))
     print(f"\nno NAT: {took:.1f} s, sender {_winner(sender)}",
