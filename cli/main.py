@@ -36,7 +36,20 @@ class AliasedGroup(click.Group):
         return (command.name if command else None), command, rest
 
 
-@click.group(cls=AliasedGroup, context_settings={"help_option_names": ["-h", "--help"]})
+NETWORK_HELP = (
+    "On the network a default install contacts the mailbox server (--relay-url), listens on "
+    "one TCP port on every address and tells the peer those addresses, dials the peer's, and "
+    "dials the transit relays 2 s later if nothing direct worked. Between two hilltops behind "
+    "home routers it punches a hole through both, from the public address the mailbox server "
+    "reports; no STUN server is contacted unless you give --stun. --no-listen: no listener, "
+    "no address sent, no punch, no STUN. --tor: everything through Tor; no punch, no STUN."
+)
+"""``wormhole --help``'s last paragraph (issue 29 asks that it say what a default install does
+on the network); tests/cli/test_network_help.py ties its figures to the code."""
+
+
+@click.group(cls=AliasedGroup, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog=NETWORK_HELP)
 @click.option("--appid", default=api.APPID, show_default=True, metavar="APPID",
               help="application id: both sides must use the same one")
 @click.option("--relay-url", default=api.RELAY_URL, show_default=True, metavar="URL",

@@ -21,6 +21,10 @@ from nsproc import NamespaceLab
 MAILBOX = "ws://198.19.0.1:4000/v1"
 TRANSIT_HELPER = "tcp:198.19.0.1:4001"
 STUN = "stun:198.19.0.1:3478"
+QUIET_MAILBOX = "ws://198.19.0.1:4002/v1"  # says no your-address, as servers before 0.8
+PUB6 = "2001:db8::1"  # pub's IPv6 address (documentation space), once ipv6_segment() ran
+MAILBOX6 = f"ws://[{PUB6}]:4003/v1"
+HERE = Path(__file__).parent
 TURN = "turn:198.19.0.1:3478?transport=udp"
 
 
@@ -97,6 +101,65 @@ class NatLab(NamespaceLab):
             self.coturn()
         self.wait_listening("pub", 4000)
 
+    def quiet_mailbox(self, python: Path) -> None:
+        """A second mailbox (:data:`QUIET_MAILBOX`) whose welcome has no ``your-address``."""
+        self.run("pub", "quiet-mailbox", [
+            str(python), str(HERE / "mailbox_without_address.py"), "wormhole-mailbox",
+            "--port", "tcp:4002:interface=198.19.0.1",
+            "--channel-db", str(self.workdir / "quiet-mailbox.sqlite")])
+        self.wait_listening("pub", 4002)
+
+    def ipv6_segment(self, twist: Path, hosts: dict[str, str]) -> None:
+        """IPv6 on pub's bridge (:data:`PUB6`), a mailbox there (:data:`MAILBOX6`) and hosts
+        with global addresses and no NAT, e.g. ``{"hostD": "2001:db8::10"}``; IPv4-less."""
+        for name in hosts:
+            self.add_namespace(name)
+        for name in ("pub", *hosts):
+            for conf in ("all", "default"):
+                self.exec(name, "sysctl", "-qw", f"net.ipv6.conf.{conf}.disable_ipv6=0")
+        self.exec("pub", "sysctl", "-qw", "net.ipv6.conf.br0.disable_ipv6=0")
+        self.exec("pub", "ip", "addr", "add", f"{PUB6}/64", "dev", "br0", "nodad")
+        for name, address in hosts.items():
+            self._bridged(name)
+            self.exec(name, "ip", "addr", "add", f"{address}/64", "dev", "eth0", "nodad")
+            self.exec(name, "ip", "link", "set", "eth0", "up")
+        escaped = PUB6.replace(":", "\\:")
+        self.run("pub", "mailbox6", [str(twist), "wormhole-mailbox",
+                                     "--port", f"tcp6:4003:interface={escaped}",
+                                     "--channel-db", str(self.workdir / "mailbox6.sqlite")])
+        self.wait_listening("pub", 4003)
+
+    def _bridged(self, name: str) -> None:
+        """An ``eth0`` in ``name`` plugged into pub's bridge."""
+        self.ip("link", "add", "eth0", "netns", self.ns(name), "type", "veth",
+                "peer", "name", f"p{name}", "netns", self.ns("pub"))
+        self.exec("pub", "ip", "link", "set", f"p{name}", "master", "br0", "up")
+
+    def add_lan_host(self, side: str, name: str, address: str) -> None:
+        """A second host on nat``side``'s LAN (once per side: the router's LAN port becomes a
+        bridge, as a home router's switch)."""
+        nat, net = f"nat{side}", address.rsplit(".", 1)[0]
+        self._add(name)
+        for step in (("link", "add", "lanbr", "type", "bridge"),
+                     ("addr", "del", f"{net}.1/24", "dev", "lan"),
+                     ("link", "set", "lan", "master", "lanbr"),
+                     ("addr", "add", f"{net}.1/24", "dev", "lanbr"),
+                     ("link", "set", "lanbr", "up")):
+            self.exec(nat, "ip", *step)
+        self.ip("link", "add", "eth0", "netns", self.ns(name), "type", "veth",
+                "peer", "name", f"l{name}", "netns", self.ns(nat))
+        self.exec(nat, "ip", "link", "set", f"l{name}", "master", "lanbr", "up")
+        self.exec(name, "ip", "addr", "add", f"{address}/24", "dev", "eth0")
+        self.exec(name, "ip", "link", "set", "eth0", "up")
+        self.exec(name, "ip", "route", "add", "default", "via", f"{net}.1")
+
+    def hosts_file(self, name: str, text: str) -> None:
+        """``/etc/hosts`` as processes in ``name`` see it (``ip netns exec`` mounts it; ``down``
+        removes it): e.g. wormhole-william's hard-wired relay name mapped to pub's relay."""
+        folder = Path("/etc/netns") / self.ns(name)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "hosts").write_text(text)
+
     @property
     def usage_db(self) -> Path:
         return self.workdir / "relay-usage.sqlite"
@@ -115,9 +178,7 @@ class NatLab(NamespaceLab):
     def add_public_host(self, name: str, address: str) -> None:
         """A host on pub's segment with no NAT in front of it (e.g. 198.19.0.4)."""
         self._add(name)
-        self.ip("link", "add", "eth0", "netns", self.ns(name), "type", "veth",
-                "peer", "name", f"p{name}", "netns", self.ns("pub"))
-        self.exec("pub", "ip", "link", "set", f"p{name}", "master", "br0", "up")
+        self._bridged(name)
         self.exec(name, "ip", "addr", "add", f"{address}/24", "dev", "eth0")
         self.exec(name, "ip", "link", "set", "eth0", "up")
 

@@ -340,7 +340,8 @@ def test_audit_detects_leaks() -> None:
 
 def test_no_leaks(peers, tor_world: TorWorld, tmp_path: Path) -> None:
     """Our transit message names no IP address, and we talk to nothing but Tor: the peer's
-    clear-net bait hints are not dialled, no name is resolved locally, no UDP socket exists.
+    clear-net bait hints are not dialled, no name is resolved locally, no UDP socket exists,
+    and the STUN server given with --stun is never asked (no punch under --tor).
 
     Two witnesses: a Python audit hook in the sender (every socket, bind, connect, lookup,
     including attempts that fail at once in this loopback-only namespace) and samples of the
@@ -358,10 +359,13 @@ def test_no_leaks(peers, tor_world: TorWorld, tmp_path: Path) -> None:
                                         "port": w.relay_port, "priority": 0.0}]},
     ]
     audit = tmp_path / "sockets.jsonl"
+    stun = socket.create_server(("127.0.0.1", 0))  # a STUN server given: never asked under --tor
+    stun.setblocking(False)
     sender = peers.run("hilltop", [sys.executable, str(HERE / "socket_audit.py"), str(audit),
                                    "--relay-url", w.relay_url,
                                    "--transit-helper", w.transit_helper,
                                    "send", "--tor-control-port", w.sender.control_endpoint,
+                                   "--stun", f"stun:127.0.0.1:{stun.getsockname()[1]}",
                                    str(tmp_path / "small.bin")],
                        relay_url=w.relay_url, transit_helper=w.transit_helper)
     code = sender.wait_for_code(90)
@@ -383,14 +387,16 @@ def test_no_leaks(peers, tor_world: TorWorld, tmp_path: Path) -> None:
         time.sleep(0.05)
     result = peer.finish(10)
     sender.kill()
-    with pytest.raises(BlockingIOError):
-        bait.accept()  # nobody dialled the bait
-    bait.close()
+    for unasked in (bait, stun):
+        with pytest.raises(BlockingIOError):
+            unasked.accept()  # nobody dialled the bait, nobody asked the STUN server
+        unasked.close()
     assert result.returncode == 0, result.describe()
     messages = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
     transit = next(m["transit"] for m in messages if "transit" in m)
     hint_types = {h["type"] for h in transit["hints-v1"]}
     assert "tor-tcp-v1" in hint_types and "direct-tcp-v1" not in hint_types, transit
+    assert "tcp-punch-v1" not in hint_types, transit
     for text in re.findall(r'"hostname":\s*"([^"]+)"', json.dumps(transit)):
         with pytest.raises(ValueError):
             ipaddress.ip_address(text)  # every hostname is a name (an onion), never an IP
