@@ -20,7 +20,7 @@ from hilltop.cli import events, prompts, sshkeys, timing
 from hilltop.cli.common import GlobalOptions, run
 from hilltop.cli.send import close_quietly
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
-from hilltop.cli.transitopts import transit_options
+from hilltop.cli.transitopts import transit_options, watch_mailbox
 from hilltop.errors import PeerRejectedError, ProtocolError, RejectedError
 from hilltop.transfer import offers
 
@@ -46,6 +46,7 @@ async def _open(reactor: Any, opts: GlobalOptions, appid: str) -> tuple[api.Worm
         extra["endpoint_factory"] = manager.endpoint_factory
     w = api.Wormhole(appid, opts.relay_url, reactor=reactor, **extra)
     timing.watch(w)
+    watch_mailbox(w)
     return w, manager
 
 

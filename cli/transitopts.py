@@ -13,6 +13,7 @@ from hilltop.transit.options import DEFAULT_IDLE_TIMEOUT, TransitOptions
 from hilltop.transit.settings import TransportSettings
 
 if TYPE_CHECKING:
+    from hilltop.api import Wormhole
     from hilltop.webrtc.settings import WebRTCSettings
 
 
@@ -51,6 +52,13 @@ def idle_timeout_chosen() -> float:
     ctx = click.get_current_context(silent=True)
     chosen = ctx.meta.get(_IDLE_TIMEOUT) if ctx is not None else None
     return float(chosen) if chosen is not None else DEFAULT_IDLE_TIMEOUT
+
+
+def watch_mailbox(w: Wormhole) -> None:
+    """Say when the mailbox server is lost and when we try again, and give up on it after
+    ``--idle-timeout`` (a wormhole without its mailbox cannot tell the peer anything)."""
+    w.give_up_reconnecting_after(idle_timeout_chosen())
+    w.on_reconnecting(events.reconnecting)
 
 
 _WEBRTC = "hilltop.webrtc"

@@ -16,6 +16,7 @@ on stdout, and serves every client the way MODE says:
   ``allocated``), then a peer's garbage PAKE before we opened any mailbox.
 * ``no-close``: a working server for one client (allocate, claim, open, add with echoes),
   which never confirms ``release`` or ``close``.
+* ``flap``: a welcome, then it closes the connection at once, every time.
 * ``no-handshake``: a TCP server that never answers the WebSocket handshake.
 * ``not-websocket``: a TCP server that answers the handshake with an HTTP 200 and garbage.
 """
@@ -37,6 +38,7 @@ class Hostile(WebSocketServerProtocol):
     side: str | None = None
     stored: list[dict[str, Any]] = []  # no-close: the one mailbox, shared by both clients
     listeners: list[Hostile] = []
+    connections = 0  # flap: how many were accepted (and closed)
 
     def send(self, obj: dict[str, Any]) -> None:
         self.sendMessage(json.dumps({**obj, "server_tx": 0.0}).encode(), isBinary=False)
@@ -57,6 +59,11 @@ class Hostile(WebSocketServerProtocol):
             self.send({"type": "welcome", "welcome": {"error": HOSTILE_TEXT}})
         elif mode in ("error", "no-answer", "out-of-order", "no-close"):
             self.send({"type": "welcome", "welcome": {}})
+        elif mode == "flap":
+            Hostile.connections += 1
+            self.send({"type": "welcome", "welcome": {}})
+            self.sendClose()
+            print(f"CONNECTION {Hostile.connections}", flush=True)
         if mode == "out-of-order":
             for stray in ({"type": "closed"}, {"type": "released"},
                           {"type": "claimed", "mailbox": "stray"},

@@ -39,6 +39,12 @@ from hilltop.rendezvous import codes, key, messages
 NUMBERED_PHASE = re.compile(r"^[0-9]{1,9}$")
 RECONNECT_FIRST_DELAY = 1.0
 RECONNECT_MAX_DELAY = 60.0
+STABLE_CONNECTION = 30.0
+"""Seconds a connection must last to count as the server working again: only then does the
+next loss start over from :data:`RECONNECT_FIRST_DELAY` with a fresh :attr:`Timeouts.reconnect`.
+Why: a server that closes every connection right after its welcome made us reconnect once a
+second for ever (each welcome counted as a recovery); its connections last milliseconds, a
+working server's last as long as the transfer."""
 
 
 @dataclass(frozen=True)
@@ -59,9 +65,15 @@ class Timeouts:
     """From ``allocate``/``claim`` to ``allocated``/``claimed``."""
     close: float = 10.0
     """From ``release``/``close`` to ``released``/``closed``."""
+    reconnect: float = 120.0
+    """From losing a working connection to giving up on getting one back (attempts back off
+    from 1 s, doubling, to 60 s apart). The CLI sets it to ``--idle-timeout``: a wormhole whose
+    mailbox is gone cannot tell its peer anything, so waiting longer than for a silent peer
+    helps nobody; official 0.24 retries for ever, silently."""
 
     def scaled(self, factor: float) -> Timeouts:
-        return Timeouts(self.welcome * factor, self.reply * factor, self.close * factor)
+        return Timeouts(self.welcome * factor, self.reply * factor, self.close * factor,
+                        self.reconnect * factor)
 
 
 WAIT_TEXT = {
@@ -127,6 +139,16 @@ class ConnectNow:
 
 
 @dataclass(frozen=True)
+class Reconnecting:
+    """The connection to the server was lost (or would not stay up): the next attempt is in
+    ``retry_in`` seconds, and the engine gives up ``give_up_in`` seconds from now."""
+
+    retry_in: float
+    give_up_in: float
+    attempt: int
+
+
+@dataclass(frozen=True)
 class DisconnectNow:
     """The shell should drop the WebSocket; the engine is done with it."""
 
@@ -139,7 +161,7 @@ class ClosedEvent:
 
 Event = (
     WelcomeEvent | NameplatesEvent | CodeReady | CodeConsumed | KeyEstablished | PeerVersions
-    | Received | PongEvent | ConnectNow | DisconnectNow | ClosedEvent
+    | Received | PongEvent | ConnectNow | Reconnecting | DisconnectNow | ClosedEvent
 )
 
 
@@ -230,6 +252,10 @@ class Mailbox:
         self._ever_connected = False
         self._retry_at: float | None = None
         self._retry_delay = RECONNECT_FIRST_DELAY
+        self._up_since: float | None = None  # when the current connection opened
+        self._trouble_since: float | None = None  # when the server stopped working for us
+        self._attempts = 0  # reconnections tried since then
+        self._short_lived = 0  # of those, how many opened and closed again at once
 
         self.code: str | None = None
         self.nameplate: str | None = None
@@ -274,7 +300,15 @@ class Mailbox:
         deadlines = [d for d in self._waits.values() if d is not None]
         if self.link is Link.WAITING and self._retry_at is not None:
             deadlines.append(self._retry_at)
+        give_up = self._give_up_at()
+        if give_up is not None:
+            deadlines.append(give_up)
         return min(deadlines, default=None)
+
+    def _give_up_at(self) -> float | None:
+        if self._trouble_since is None or self.link not in (Link.WAITING, Link.CONNECTING):
+            return None
+        return self._trouble_since + self.timeouts.reconnect
 
     # --- connection inputs -----------------------------------------------------------------
     def connected(self, now: float) -> None:
@@ -290,7 +324,7 @@ class Mailbox:
     def _connected(self, now: float) -> None:
         self.link = _move(LINK_MOVES, self.link, "connected")
         self._ever_connected = True
-        self._retry_delay = RECONNECT_FIRST_DELAY
+        self._up_since = now
         self._waits = {"welcome": now + self.timeouts.welcome}
         self._send("bind", appid=self.appid, side=self.side, client_version=self._client_version)
         if self.plate is Plate.RELEASING:  # the earlier release may not have reached the server
@@ -333,10 +367,23 @@ class Mailbox:
         if self.stage is Stage.CLOSING:
             self._finish_close()
             return
-        event = "lost" if self.link is Link.UP else "failed"
-        self.link = _move(LINK_MOVES, self.link, event)
-        self._retry_at = now + self._retry_delay
-        self._retry_delay = min(self._retry_delay * 2, RECONNECT_MAX_DELAY)
+        was_up = self.link is Link.UP
+        self.link = _move(LINK_MOVES, self.link, "lost" if was_up else "failed")
+        if was_up and self._up_since is not None:
+            if now - self._up_since >= STABLE_CONNECTION:  # it worked: start over
+                self._trouble_since = None
+                self._retry_delay = RECONNECT_FIRST_DELAY
+                self._attempts = self._short_lived = 0
+            elif self._trouble_since is not None:
+                self._short_lived += 1
+        if self._trouble_since is None:
+            self._trouble_since = now
+        delay = self._retry_delay
+        self._retry_at = now + delay
+        self._retry_delay = min(delay * 2, RECONNECT_MAX_DELAY)
+        give_up_at = self._give_up_at()
+        assert give_up_at is not None
+        self._events.append(Reconnecting(delay, max(0.0, give_up_at - now), self._attempts + 1))
 
     def handle_timer(self, now: float) -> None:
         for reply, deadline in list(self._waits.items()):
@@ -345,9 +392,14 @@ class Mailbox:
             elif now >= deadline:
                 self._waited_in_vain(reply)
                 return
+        give_up = self._give_up_at()
+        if give_up is not None and now >= give_up:
+            self._give_up_reconnecting()
+            return
         if self.link is Link.WAITING and self._retry_at is not None and now >= self._retry_at:
             self.link = _move(LINK_MOVES, self.link, "retry")
             self._retry_at = None
+            self._attempts += 1
             self._events.append(ConnectNow())
 
     def frame_received(self, text: str | bytes, now: float) -> None:
@@ -451,6 +503,16 @@ class Mailbox:
         self._fail(ServerError(f"the mailbox server {WAIT_TEXT[reply]} within {waited:g} s; "
                                "it may be overloaded or not a wormhole mailbox server"),
                    "errory", tell_server=False)
+
+    def _give_up_reconnecting(self) -> None:
+        waited = self.timeouts.reconnect
+        if self._short_lived:
+            why = (f"the mailbox server closed our connection right after accepting it, "
+                   f"{self._short_lived + 1} times in a row; gave up after {waited:g} s")
+        else:
+            why = (f"lost the connection to the mailbox server and could not get it back "
+                   f"within {waited:g} s ({self._attempts} attempts)")
+        self._fail(ServerUnreachableError(why), "errory", tell_server=False)
 
     def _add(self, phase: str, body: bytes) -> None:
         self._pending[phase] = body.hex()
