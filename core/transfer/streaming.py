@@ -280,11 +280,13 @@ async def receive_stream_into(
         hints = await runner.our_hints()
         w.send_message(story.transit_message(runner, hints))
         w.send_message(offers.Answer(offers.FILE_ACK).to_wire())
-        conn = await story.connect_transit(runner, peer_transit, plan.cipher)
+        heard = story.SenderHeard(progress)
+        conn = await story.unless_mailbox_lost(
+            w, story.connect_transit(runner, peer_transit, plan.cipher), heard)
         try:
             on_connected(conn.description)
-            trailer = await receive_stream_data(reactor, conn, sink, progress,
-                                                idle_timeout=options.idle_timeout)
+            trailer = await story.unless_mailbox_lost(w, receive_stream_data(
+                reactor, conn, sink, heard, idle_timeout=options.idle_timeout), heard)
             sink.end_at(trailer.length)
             digest = sink.finish(trailer.sha256)
             try:

@@ -275,3 +275,59 @@ async def test_a_receiver_that_stops_reading_stalls_a_stream_send(tmp_path: Path
     await cs.abort()
     await s.stop()
     await r.stop()
+
+
+# --- the mailbox lost for good before the sender heard our answer (issue 27 item 20) -------------
+class ClosingWormhole:
+    """A wormhole whose mailbox server is given up on when the test says so."""
+
+    def __init__(self) -> None:
+        self._closed: list[defer.Deferred[str]] = []
+
+    def when_closed(self) -> defer.Deferred[str]:
+        d: defer.Deferred[str] = defer.Deferred()
+        self._closed.append(d)
+        return d
+
+    def lose_the_mailbox(self) -> None:
+        from hilltop.errors import ServerUnreachableError
+
+        for d in self._closed:
+            d.errback(ServerUnreachableError("lost the connection to the mailbox server"))
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_mailbox_lost_before_the_first_byte_ends_the_wait_with_its_cause() -> None:
+    from hilltop.errors import ServerUnreachableError
+
+    w = ClosingWormhole()
+    never: defer.Deferred[None] = defer.Deferred()
+    cancelled: list[bool] = []
+    never.addErrback(lambda f: cancelled.append(bool(f.check(defer.CancelledError))) or f)
+
+    async def waiting_for_the_sender() -> None:
+        await never
+
+    waiting = defer.ensureDeferred(story.unless_mailbox_lost(
+        w, waiting_for_the_sender(), story.SenderHeard(lambda _n: None)))  # type: ignore[arg-type]
+    w.lose_the_mailbox()
+    with pytest.raises(ServerUnreachableError, match="lost the connection to the mailbox"):
+        await waiting
+    assert cancelled == [True]  # what it waited for was stopped, not left running
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_mailbox_lost_once_data_flows_changes_nothing() -> None:
+    w = ClosingWormhole()
+    moved: list[int] = []
+    heard = story.SenderHeard(moved.append)
+    arrived: defer.Deferred[str] = defer.Deferred()
+
+    async def receiving() -> str:
+        heard(100)  # the sender's first bytes: it had our answer
+        return await arrived
+
+    waiting = defer.ensureDeferred(story.unless_mailbox_lost(w, receiving(), heard))  # type: ignore[arg-type]
+    w.lose_the_mailbox()
+    arrived.callback("done")
+    assert await waiting == "done" and moved == [100]
