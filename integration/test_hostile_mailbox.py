@@ -54,7 +54,7 @@ CASES = [
     ("bad-utf8", "receive", "the mailbox server broke the WebSocket protocol"),
     ("binary-garbage", "receive", "mailbox server sent a message that is not UTF-8"),
     ("big", "receive", "mailbox server sent an oversized message"),
-    ("huge", "receive", "the mailbox server sent a message over 16.8 MB"),
+    ("huge", "receive", "the mailbox server sent a message over 100.7 MB"),
     ("unwelcome", "receive", "the mailbox server refused us: go away\\x1b[2J\\x1b]0;owned\\x07"),
     ("error", "receive", "mailbox server error: go away\\x1b[2J"),
     ("silent", "receive", "sent no welcome within 3 s"),
