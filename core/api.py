@@ -391,6 +391,8 @@ class Wormhole:
                     self._messages.put(data)
                 else:
                     self.side_messages(name).put(data)
+            case mailbox.Refused(error):
+                self._messages.fail(error)  # the reader answers the peer with error.reply
             case mailbox.Reconnecting():
                 for watcher in self._reconnect_watchers:
                     watcher(event)

@@ -194,3 +194,20 @@ def test_an_official_senders_20_mb_text_arrives(peers: Peers, fresh_code: str) -
     peak = int(re.search(r"maxrss (\d+)", received.stderr).group(1))  # type: ignore[union-attr]
     assert peak < TEXT_RSS, f"receiver peaked at {peak} KiB"
     print(f"20 MB text: receiver peak RSS {peak} KiB")
+
+
+def test_an_official_sender_is_told_when_its_text_is_too_big(peers: Peers,
+                                                             fresh_code: str) -> None:
+    """Issue 27 item 22: a text over what we take (30 MB: a ~60 MB frame, over 48 MiB but
+    under the header cut) is refused, and the official sender is told, so it exits too."""
+    text = "0123456789abcdef" * (30_000_000 // 16)
+    sender = peers.official("send", "--code", fresh_code, "--text", "-", stdin=text)
+    received = peers.hilltop("receive", fresh_code).finish(240)
+    sent = sender.finish(120)
+    assert received.returncode == 1, received.describe()
+    assert "Traceback" not in received.stderr, received.describe()
+    [line] = [ln for ln in received.stderr.splitlines() if ln.startswith("ERROR:")]
+    assert "the peer sent a message over 50.3 MB" in line, received.describe()
+    assert received.stdout == ""
+    assert sent.returncode != 0, sent.describe()
+    assert "message too big for this receiver" in sent.stderr + sent.stdout, sent.describe()

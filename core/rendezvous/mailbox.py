@@ -31,6 +31,7 @@ from hilltop.errors import (
     ProtocolError,
     ServerError,
     ServerUnreachableError,
+    UnknownOfferError,
     UnwelcomeError,
     WrongCodeError,
 )
@@ -134,6 +135,15 @@ class PongEvent:
 
 
 @dataclass(frozen=True)
+class Refused:
+    """A frame over :data:`messages.MAX_FRAME_CHARS` arrived once the key was confirmed: a
+    peer's message (only a text offer gets that big) that we will not read. The wormhole stays
+    open so the application can tell the peer (``error.reply``) instead of leaving it waiting."""
+
+    error: UnknownOfferError
+
+
+@dataclass(frozen=True)
 class ConnectNow:
     """The shell should open a (new) WebSocket connection."""
 
@@ -161,7 +171,7 @@ class ClosedEvent:
 
 Event = (
     WelcomeEvent | NameplatesEvent | CodeReady | CodeConsumed | KeyEstablished | PeerVersions
-    | Received | PongEvent | ConnectNow | Reconnecting | DisconnectNow | ClosedEvent
+    | Received | Refused | PongEvent | ConnectNow | Reconnecting | DisconnectNow | ClosedEvent
 )
 
 
@@ -405,6 +415,9 @@ class Mailbox:
     def frame_received(self, text: str | bytes, now: float) -> None:
         if self.stage is Stage.CLOSED:
             return
+        if self.stage is Stage.CONFIRMED and len(text) > messages.MAX_FRAME_CHARS:
+            self._refuse_oversized()
+            return
         self._now = now
         try:
             msg = messages.parse_server_frame(text)
@@ -503,6 +516,17 @@ class Mailbox:
         self._fail(ServerError(f"the mailbox server {WAIT_TEXT[reply]} within {waited:g} s; "
                                "it may be overloaded or not a wormhole mailbox server"),
                    "errory", tell_server=False)
+
+    def _refuse_oversized(self) -> None:
+        """Official 0.24 sets no size limit: its sender waits for an answer to any text, so
+        it is told (issue 27 item 22), not left waiting for ever."""
+        from hilltop.units import readable_size
+
+        limit = readable_size(messages.MAX_FRAME_CHARS)
+        self._events.append(Refused(UnknownOfferError(
+            f"the peer sent a message over {limit}, more than this receiver takes (a text "
+            "that big is better sent as a file)",
+            reply=f"message too big for this receiver (over {limit}); send it as a file")))
 
     def _give_up_reconnecting(self) -> None:
         waited = self.timeouts.reconnect

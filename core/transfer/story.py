@@ -25,6 +25,7 @@ from hilltop.errors import (
     StalledError,
     TransferError,
     TransitError,
+    UnknownOfferError,
 )
 from hilltop.rendezvous import capabilities
 from hilltop.transfer import datapath, offers, resume
@@ -293,8 +294,11 @@ async def receive_offer(w: Wormhole, *, reactor: Any = None, idle_timeout: float
     """
     peer_transit: offers.TransitMsg | None = None
     while True:
-        # its errors (and the idle time-out's) end the wormhole: nothing to answer
-        data = await _message(w, reactor, idle_timeout)
+        try:  # its errors (and the idle time-out's) end the wormhole: nothing to answer,
+            data = await _message(w, reactor, idle_timeout)
+        except UnknownOfferError as err:  # but for a message too big to read (Refused)
+            w.send_message(offers.ErrorMsg(err.reply).to_wire())
+            raise
         try:
             msg = offers.parse_app_message(data)
         except ProtocolError as err:

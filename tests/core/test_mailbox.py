@@ -408,6 +408,29 @@ def test_oversized_frame_is_rejected() -> None:
     assert "oversized" in str(closed.error)
 
 
+def test_an_oversized_message_after_the_key_is_refused_and_the_peer_can_be_told() -> None:
+    """Issue 27 item 22: official senders set no limit and wait for an answer to any text;
+    a message too big to read leaves the wormhole open, so the receiver answers it."""
+    server = FakeServer()
+    a, b = engine(41), engine(42)
+    ca, cb = server.connect(a), server.connect(b)
+    a.set_code("7-x-y")
+    b.set_code("7-x-y")
+    pump(ca, cb)
+    events(a)
+    events(b)
+    assert a.stage is mb.Stage.CONFIRMED
+    a.frame_received("x" * (mb.messages.MAX_FRAME_CHARS + 1), 0.0)
+    [refused] = events(a)
+    assert isinstance(refused, mb.Refused) and "more than this receiver takes" in str(
+        refused.error)
+    assert "message too big for this receiver (over 50.3 MB)" in refused.error.reply
+    assert a.stage is mb.Stage.CONFIRMED
+    a.send(refused.error.reply.encode())
+    pump(ca, cb)
+    assert [e.data for e in of(mb.Received, events(b))] == [refused.error.reply.encode()]
+
+
 def test_peer_messages_before_our_code_are_kept_until_we_have_it() -> None:
     server = FakeServer()
     a, b = engine(40), engine(41)
