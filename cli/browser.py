@@ -137,7 +137,8 @@ class BrowserPage:
 
 def refuse_unsupported(*, tor: bool, streamed: bool, file: bool, transports: str | None,
                        webrtc: WebRTCSettings | None = None, no_listen: bool = False) -> None:
-    """Usage errors for what the page cannot do, before anything starts."""
+    """Usage errors for what the page cannot do, before anything starts; then a missing
+    webrtc transport, with the command that adds it to this installation."""
     if tor:
         raise click.UsageError("--browser cannot be used with --tor (the page connects "
                                "directly, and WebRTC would reveal our addresses)")
@@ -146,11 +147,6 @@ def refuse_unsupported(*, tor: bool, streamed: bool, file: bool, transports: str
                                "send a file or --text")
     if not file:
         return
-    import importlib.util
-
-    if importlib.util.find_spec("aiortc") is None:
-        raise LocalError("--browser with a file needs the webrtc transport "
-                         "(pip install 'hilltop[webrtc]'); --text works without it")
     if transports is not None and "webrtc" not in [t.strip() for t in transports.split(",")]:
         raise click.UsageError("--browser with a file needs the webrtc transport; "
                                "add it to --transports")
@@ -158,3 +154,11 @@ def refuse_unsupported(*, tor: bool, streamed: bool, file: bool, transports: str
         raise click.UsageError("--browser with a file and --no-listen needs a TURN server "
                                "(--turn): the page is reached only over WebRTC, and without "
                                "TURN that would show it our addresses")
+    import importlib.util
+
+    if importlib.util.find_spec("aiortc") is None:  # after the usage errors: those come first
+        from hilltop.cli.extras import how_to_add
+
+        raise LocalError("--browser with a file needs the webrtc transport, which this "
+                         "installation lacks (--text works without it); add it with: "
+                         f"{how_to_add('webrtc')}")

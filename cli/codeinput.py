@@ -15,7 +15,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.threads import blockingCallFromThread
 
 from hilltop.api import Wormhole
-from hilltop.cli import events
+from hilltop.cli import events, prompts
 from hilltop.errors import LocalError
 from hilltop.rendezvous import codes
 
@@ -94,8 +94,12 @@ def _prompt_in_background(reactor: Any, completer: _Completer | None) -> Deferre
 async def read_code(reactor: Any, w: Wormhole, length: int) -> str:
     """Prompt for the code (completion on a terminal), then set it on ``w``."""
     interactive = sys.stdin.isatty()
-    completer = _Completer(reactor, w, length) if interactive else None
-    typed = (await _prompt_in_background(reactor, completer)).strip()
+    completer = None
+    if interactive:
+        completer = _Completer(reactor, w, length)
+        prompts.save_terminal()  # readline's raw mode outlives an interrupted prompt
+    with prompts.on_screen(PROMPT):
+        typed = (await _prompt_in_background(reactor, completer)).strip()
     w.set_code(typed)
     return typed
 

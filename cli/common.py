@@ -7,6 +7,7 @@ command module can import it without importing every other command.
 from __future__ import annotations
 
 import contextlib
+import errno
 import signal
 import sys
 from collections.abc import Callable, Coroutine
@@ -14,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any, NoReturn, cast
 
 from hilltop.cli import events, exitcodes, output
-from hilltop.cli.prompts import end_question_line
-from hilltop.errors import HilltopError
+from hilltop.cli.prompts import end_question_line, restore_terminal
+from hilltop.errors import HilltopError, OutOfFileDescriptors
 
 
 def zero_mode_code(code: str | None, lan: bool, code_flag: str) -> str:
@@ -35,7 +36,14 @@ def zero_mode_code(code: str | None, lan: bool, code_flag: str) -> str:
 class GlobalOptions:
     appid: str
     relay_url: str
-    transit_helper: str
+    transit_helpers: tuple[str, ...]  # as given by --transit-helper or the environment
+
+    @property
+    def default_transit_helper(self) -> bool:
+        """No relay chosen on the command line (none given, or only the default one)."""
+        from hilltop.api import TRANSIT_HELPER
+
+        return self.transit_helpers in ((), (TRANSIT_HELPER,))
 
 
 _CLEANUP_SECONDS = 5.0
@@ -50,6 +58,39 @@ def exit_with(error: HilltopError) -> NoReturn:
     sys.exit(outcome.status)
 
 
+_OUT_OF_DESCRIPTORS = frozenset({errno.EMFILE, errno.ENFILE})
+
+
+def known_error(error: BaseException) -> BaseException:
+    """``error``, or what it really is when the process or the system ran out of file
+    descriptors anywhere in its chain: one can fail in any ``open``, ``socket`` or even an
+    ``import`` (seen: "unexpected OSError: [Errno 24] ... bug in hilltop"), and it is a limit to
+    raise, not a bug. Twisted keeps a connect's errno in ``ConnectError.osError``."""
+    cause: BaseException | None = error
+    for _ in range(8):  # a chain is short; a cycle must not hang the error path
+        if cause is None:
+            break
+        number = getattr(cause, "errno", None) or getattr(cause, "osError", None)
+        if number in _OUT_OF_DESCRIPTORS:
+            return OutOfFileDescriptors(_descriptors_message(number))
+        cause = cause.__cause__ or cause.__context__
+    return error
+
+
+def _descriptors_message(number: int) -> str:
+    if number == errno.ENFILE:
+        return ("the system has run out of open files (ENFILE); close other programs and "
+                "try again")
+    try:
+        import resource
+
+        limit = f" ({resource.getrlimit(resource.RLIMIT_NOFILE)[0]})"
+    except (ImportError, OSError, ValueError):
+        limit = ""
+    return (f"too many open files: hilltop reached this process's limit{limit}; raise it "
+            "(ulimit -n) or close other programs, and try again")
+
+
 def report_unexpected(error: BaseException, traceback: str, *, fatal: bool = True) -> None:
     """Say in one line that something went wrong that hilltop did not foresee.
 
@@ -62,8 +103,12 @@ def report_unexpected(error: BaseException, traceback: str, *, fatal: bool = Tru
     """
     import tempfile
 
-    summary = f"{type(error).__name__}: {error}".rstrip(": ")
     say = output.error if fatal else (lambda text: output.status(f"Warning: {text}"))
+    known = known_error(error)
+    if isinstance(known, HilltopError):
+        say(str(known))
+        return
+    summary = f"{type(error).__name__}: {error}".rstrip(": ")
     try:
         fd, path = tempfile.mkstemp(prefix="hilltop-error-", suffix=".txt")
         with open(fd, "w", encoding="utf-8") as report:
@@ -131,10 +176,12 @@ def run(main: Callable[[Any], Coroutine[Any, Any, int | None]]) -> None:
     def failed(failure: Any) -> None:
         if interrupted:  # cancelled by Ctrl-C or SIGTERM: reported below, exit 130
             return
-        outcome = exitcodes.outcome_of(failure.value)
+        end_question_line()  # a prompt left waiting: the error starts a line of its own
+        error = known_error(failure.value)
+        outcome = exitcodes.outcome_of(error)
         result["status"] = int(outcome.status)
-        if failure.check(HilltopError):
-            events.error(outcome.code, outcome.status, str(failure.value))
+        if isinstance(error, HilltopError):
+            events.error(outcome.code, outcome.status, str(error))
         else:
             report_unexpected(failure.value, failure.getTraceback())
             if events.json_mode():
@@ -178,6 +225,7 @@ def run(main: Callable[[Any], Coroutine[Any, Any, int | None]]) -> None:
     reactor.addSystemEventTrigger("before", "shutdown", cancel_unfinished)
     reactor.callWhenRunning(start)
     reactor.run()
+    restore_terminal()  # before anything is printed: a prompt may have left it raw
     from hilltop.cli import timing
 
     status = result["status"]

@@ -55,13 +55,20 @@ def _json_callback(_ctx: click.Context, _param: click.Parameter, value: bool) ->
     return value
 
 
+JSON_HELP = ("report every event as one JSON object per line on stdout, its kind in the "
+             '"event" field (code, code_consumed, verifier, peer_connected, question, offer, '
+             "mailbox_reconnecting, transit_attempt, transit_connected, progress, text, "
+             "file, ssh_key, ssh_key_added, done, error); human output goes away")
+"""Said without pointing at docs/json-events.md, which an installed copy does not have; the
+list is the schema's (tests/cli/test_events.py keeps them equal)."""
+
 def json_flag(f: Callable[..., Any]) -> Callable[..., Any]:
     """``--json`` on the group and on each command: ``wormhole --json send`` and ``wormhole
     send --json`` both work, as scripts are written either way."""
     return click.option("--json", "json_events", is_flag=True, expose_value=False,
                         is_eager=True, callback=_json_callback,
-                        help="report every event as one JSON object per line on stdout "
-                             "(docs/json-events.md); human output goes away")(f)
+                        help=JSON_HELP)(f)
+
 
 
 def emit(event: str, human: str | None = None, *, stdout: str | None = None,

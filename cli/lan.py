@@ -77,6 +77,7 @@ async def _announce(mdns: Mdns, mailbox: LanMailbox, code: str | None,
     for _ in range(ANNOUNCE_TRIES):
         nameplate = (codes.parse_code(code).nameplate if code is not None
                      else wire.pick_nameplate(os.urandom, tried))
+        mailbox.serve_only(nameplate)  # before announcing: a receiver may be looking already
         try:
             await aio(mdns.announce(wire.mailbox_service_name(nameplate), mailbox.port,
                                     mailbox.addresses, wire.mailbox_txt(nameplate),
@@ -100,13 +101,12 @@ async def send_lan(reactor: Any, opts: GlobalOptions, interfaces: LanInterfaces,
     """
     from hilltop.lan.service import LanMailbox, Mdns, aio
 
-    mailbox = LanMailbox(reactor, interfaces.addresses)
+    mailbox = LanMailbox(reactor, interfaces.addresses, notice=output.status)
     urls = mailbox.start()
     mdns: Mdns | None = None
     try:
         mdns = await aio(Mdns.open(interfaces.zeroconf))
         code, nameplate = await _announce(mdns, mailbox, code, code_length)
-        mailbox.serve_only(nameplate)
         output.status(f"LAN mailbox: {urls[0]} (announced as nameplate {nameplate} "
                       f"on {', '.join(interfaces.names)})")
         output.status(f"Clients without --lan can use: wormhole --relay-url {urls[0]} receive")

@@ -42,23 +42,53 @@ class AliasedGroup(click.Group):
 @click.option("--relay-url", default=api.RELAY_URL, show_default=True, metavar="URL",
               envvar="WORMHOLE_RELAY_URL", show_envvar=True,
               help="rendezvous (mailbox) server to use")
-@click.option("--transit-helper", default=api.TRANSIT_HELPER, show_default=True,
-              metavar="tcp:HOST:PORT", envvar="WORMHOLE_TRANSIT_HELPER", show_envvar=True,
-              help="transit relay to use")
+@click.option("--transit-helper", multiple=True, metavar="RELAY",
+              envvar="WORMHOLE_TRANSIT_HELPER", show_envvar=True,
+              show_default=api.TRANSIT_HELPER,
+              help="transit relay to meet the peer at when no direct connection works: "
+                   "tcp:HOST:PORT, ws://HOST:PORT/ or wss://HOST/ (endpoints of one relay "
+                   "joined by commas); give it again for more relays (both sides' relays "
+                   "are tried); '' for none; default: [relay] helpers in the config file, "
+                   "else the public relay")
 @click.option("--dump-timing", metavar="FILE.json", type=click.Path(dir_okay=False),
               help="(debug) write when each step happened to this JSON file")
-@click.version_option(__version__, prog_name="hilltop")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=lambda ctx, _param, value: _show_version(ctx, value),
+              help="Show the version and the protocol versions it speaks, then exit.")
 @events.json_flag
 @click.pass_context
-def cli(ctx: click.Context, appid: str, relay_url: str, transit_helper: str,
+def cli(ctx: click.Context, appid: str, relay_url: str, transit_helper: tuple[str, ...],
         dump_timing: str | None) -> None:
     """Create a Magic Wormhole and send text, files or directories through it.
 
     Both sides speak the same short code; the key comes from SPAKE2, so only someone who
     knows the code can read what is sent.
     """
-    ctx.obj = GlobalOptions(appid, relay_url, transit_helper)
+    ctx.obj = GlobalOptions(appid, relay_url, tuple(transit_helper))
     timing.start(dump_timing, ctx.invoked_subcommand)
+
+
+def version_text() -> str:
+    """``--version``: hilltop's version on the first line as before (scripts read it), then
+    the wire protocol it speaks with every client and the extensions it adds between two
+    hilltops (the ``features`` and ``transports`` its ``version`` message lists).
+
+    Built only when asked: the features are probed through libsodium, which the CLI would
+    otherwise import only to make a connection.
+    """
+    from hilltop.rendezvous import capabilities
+
+    extensions = [*capabilities.FEATURES, *capabilities.extension_transports()]
+    return (f"hilltop, version {__version__}\n"
+            "protocol: Magic Wormhole v1 (mailbox server v1, transit v1, file transfer v1), "
+            "as magic-wormhole 0.24 and wormhole-william speak it\n"
+            f"hilltop extensions (used only when both sides list them): {', '.join(extensions)}")
+
+
+def _show_version(ctx: click.Context, wanted: bool) -> None:
+    if wanted and not ctx.resilient_parsing:
+        click.echo(version_text())
+        ctx.exit()
 
 
 @cli.command(name="help")
@@ -66,7 +96,9 @@ def cli(ctx: click.Context, appid: str, relay_url: str, transit_helper: str,
 def help_command(ctx: click.Context) -> None:
     """Show this message.
 
+    \f
     The same text as ``wormhole --help``; official 0.24 has this command, so scripts use it.
+    (The form feed above ends the part of this docstring ``help --help`` shows.)
     """
     click.echo(ctx.find_root().get_help())
 
@@ -89,6 +121,7 @@ def main() -> None:
     ``--json``, the ``error`` event (click would exit before any command could send it)."""
     import sys
 
+    from hilltop.cli.common import known_error
     from hilltop.errors import HilltopError
 
     try:
@@ -102,6 +135,11 @@ def main() -> None:
         sys.exit(exitcodes.ExitStatus.USAGE)
     except HilltopError as err:  # refused before the reactor started (ssh's key checks)
         exit_with(err)
+    except OSError as err:  # out of file descriptors before the reactor ran: not a bug
+        known = known_error(err)
+        if not isinstance(known, HilltopError):
+            raise
+        exit_with(known)
     except click.ClickException as err:
         err.show()
         sys.exit(err.exit_code)

@@ -61,17 +61,25 @@ def error(text: str) -> None:
 def received_text(message: str, stream: TextIO | None = None) -> None:
     """Print a received text message on stdout: escaped for a terminal, exact for a pipe.
 
-    Decision: a terminal gets :func:`terminal_safe` (multi-line); a pipe or file gets the
-    message byte for byte, because there it is data the user asked for (``wormhole receive
-    CODE > notes.txt``) and the program reading it decides how to show it. GNU ``ls`` draws
-    the same line: it replaces control characters in names with ``?`` only when stdout is a
-    terminal. Lone surrogates cannot be written as UTF-8 at all, so they are escaped
-    everywhere.
+    Decision: a pipe or file gets the message byte for byte and nothing else, because there
+    it is data the user asked for (``wormhole receive CODE > notes.txt``), as with ``-o -``:
+    ``printf abc | wormhole send --text -`` stores ``abc``, ``echo abc | ...`` stores
+    ``abc`` and its newline, and the program reading it decides how to show it. Official 0.24
+    prints ``repr(message)[1:-1]`` and a newline, so its file holds neither the message's
+    own newlines nor its last byte. A terminal gets :func:`terminal_safe` (multi-line) and a
+    final newline if the message has none, so the shell's prompt starts a line of its own;
+    GNU ``ls`` draws the same line, replacing control characters in names with ``?`` only
+    when stdout is a terminal. Lone surrogates cannot be written as UTF-8 at all, so they are
+    escaped everywhere.
     """
     out = stream or sys.stdout
-    shown = (terminal_safe(message, multiline=True) if out.isatty()
-             else _UNENCODABLE.sub(_escape, message))
-    out.write(shown + "\n")
+    if out.isatty():
+        shown = terminal_safe(message, multiline=True)
+        if not shown.endswith("\n"):
+            shown += "\n"
+    else:
+        shown = _UNENCODABLE.sub(_escape, message)
+    out.write(shown)
     out.flush()
 
 

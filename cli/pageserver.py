@@ -5,6 +5,10 @@ as package data), so nothing is fetched from the internet at run time, and nothi
 directory listing, no other path. The code travels in the URL's fragment, which browsers never
 send to a server, so this server never sees it. Headers keep the page from being cached or
 framed and from loading anything but itself and the mailbox WebSocket.
+
+Anyone on the network can connect to the port, so it is guarded
+(:func:`hilltop._runtime.httpguard.guard_site`): no request body is read, and connections are
+capped per address and in all, idle ones closed after a few seconds (:data:`PAGE_LIMITS`).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Any
 
 from twisted.web import resource, server
 
+from hilltop._runtime.httpguard import ConnectionLimits, guard_site
 from hilltop.errors import LocalError
 
 PAGE_FILES = {
@@ -31,6 +36,11 @@ HEADERS = {
         "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data: blob:; "
         "frame-src 'self'; frame-ancestors 'none'; worker-src 'self'; base-uri 'none'"),
 }
+
+PAGE_LIMITS = ConnectionLimits(per_address=8, total=32, idle_seconds=10.0)
+"""A browser opens up to 6 connections to a host and fetches four small files; 32 in all keeps
+the descriptors the page can cost far below a 256 limit (the transfer needs the rest), and 10 s
+idle lets a flood of silent connections make room quickly for the real browser."""
 
 
 def page_file(name: str) -> bytes:
@@ -90,7 +100,8 @@ class PageServer:
         site = _QuietSite(PageResource())
         site.displayTracebacks = False
         try:
-            self._listening = self._reactor.listenTCP(self.port, site, interface=self.address)
+            self._listening = self._reactor.listenTCP(self.port, guard_site(site, PAGE_LIMITS),
+                                                      interface=self.address)
         except CannotListenError as err:
             raise LocalError(f"cannot serve the browser page on {self.address}:{self.port}: "
                              f"{err.socketError}") from None

@@ -84,6 +84,42 @@ def read_stdin_text() -> str:
     return text
 
 
+TEXT_PROMPT = "Text to send: "
+"""What ``wormhole send`` asks when given nothing to send: official 0.24's words."""
+
+
+def read_typed_text() -> str:
+    """``wormhole send`` with nothing to send (or ``--text ''``): one line, typed or piped, as
+    official 0.24 reads it (without its newline; an empty line is an empty message).
+
+    The question goes to stderr like every other (official puts it on stdout, where hilltop
+    keeps only data and "code has been consumed"). Ctrl-C here ends the command with 130 and
+    the error on a line of its own; a closed stdin (Ctrl-D) is "no text was entered", where
+    official shows an EOFError traceback.
+    """
+    from hilltop.cli import exitcodes
+
+    events.emit("question", question=TEXT_PROMPT.strip())
+    sys.stderr.write(TEXT_PROMPT)
+    sys.stderr.flush()
+    try:
+        line = sys.stdin.readline(TEXT_LIMIT + 2)  # room for the newline, and one byte over
+    except KeyboardInterrupt:
+        sys.stderr.write("\n")
+        gone = exitcodes.INTERRUPTED
+        events.error(gone.code, gone.status, "interrupted before the transfer finished")
+        sys.exit(gone.status)
+    except UnicodeDecodeError:
+        raise LocalError("the typed text is not valid text in this locale's encoding") from None
+    if not line or not sys.stdin.isatty():  # nothing echoed the answer's newline
+        sys.stderr.write("\n")
+    if not line:
+        raise LocalError("no text was entered")
+    text = line.removesuffix("\n")
+    check_text_size(text)
+    return text
+
+
 def check_text_size(text: str) -> None:
     """Refuse a text message bigger than :data:`TEXT_LIMIT` (or, escaped, than the mailbox
     takes), naming the way that has no limit."""

@@ -52,17 +52,18 @@ class TransferProgress:
         if self._show_bar:
             from tqdm import tqdm  # ~60 ms to import: only when there is a bar to draw
 
+            drawn_on = _CursorAtLineStart(self._stream)
             bar = self._bars.enter_context(tqdm(
                 total=self.total, initial=self._skipped, unit="B", unit_scale=True,
                 unit_divisor=1000,
-                file=self._stream, dynamic_ncols=True, leave=False))
+                file=drawn_on, dynamic_ncols=True, leave=False))
             self._advance = bar.update
             self._bar = bar
 
     def line(self, text: str) -> None:
         """A status line above the bar, which is redrawn under it (several files' lines)."""
         if self._bar is not None:
-            self._bar.write(output.terminal_safe(text), file=self._stream)
+            self._bar.write(output.terminal_safe(text), file=self._bar.fp)
         else:
             output.status(text, self._stream)
 
@@ -104,6 +105,29 @@ class TransferProgress:
 
 def _ignore(_nbytes: int) -> None:
     pass
+
+
+class _CursorAtLineStart:
+    """The stream the bar is drawn on, with the cursor put back at the start of the bar's line
+    after each drawing.
+
+    Why: Ctrl-C makes the terminal echo "^C" where the cursor is. At the end of a bar as wide
+    as the terminal, the echo wrapped onto the next line, so tqdm's erase (a carriage return
+    and spaces) cleared that line and left the bar on the screen above "Kept ..." and the
+    error. From the start of the line the echo lands inside the bar, and the erase covers it.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        written = self._stream.write(text)
+        if text and not text.endswith("\n"):
+            self._stream.write("\r")
+        return written
+
+    def __getattr__(self, name: str) -> Any:  # flush, fileno, encoding, isatty: the stream's
+        return getattr(self._stream, name)
 
 
 @contextmanager

@@ -15,9 +15,11 @@ whatever follows the answer on stdin unread.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -54,11 +56,8 @@ async def ask_yes_no(reactor: Any, question: str, fd: int = STDIN) -> bool:
     events.emit("question", question=question.strip())  # a script answers on stdin
     sys.stderr.write(output.terminal_safe(question))
     sys.stderr.flush()
-    _asking.append(question)
-    try:
+    with on_screen(question):
         answer = await read_line(reactor, fd)
-    finally:
-        _asking.remove(question)
     return answer.strip().lower() in YES
 
 
@@ -66,11 +65,58 @@ _asking: list[str] = []
 """Questions on screen waiting for their answer (the cursor is at the end of the last)."""
 
 
+@contextlib.contextmanager
+def on_screen(question: str) -> Iterator[None]:
+    """``question`` is shown and the cursor waits after it until the block ends."""
+    _asking.append(question)
+    try:
+        yield
+    finally:
+        if question in _asking:  # end_question_line may have taken it off already
+            _asking.remove(question)
+
+
 def end_question_line() -> None:
-    """Ctrl-C at a question: what is printed next gets a line of its own."""
+    """Ctrl-C (or a failure) at a question: what is printed next gets a line of its own."""
     if _asking:
+        _asking.clear()
         sys.stderr.write("\n")
         sys.stderr.flush()
+
+
+_saved_modes: list[tuple[int, list[Any]]] = []
+"""Terminal modes as they were before a prompt that changes them (readline's raw mode)."""
+
+
+def save_terminal(fd: int = STDIN) -> None:
+    """Remember ``fd``'s terminal modes, for :func:`restore_terminal` (nothing if no terminal).
+
+    Why: readline puts the terminal in raw mode (no echo, no line editing, no CR to NL) while
+    ``input()`` waits and restores it when ``input()`` returns. The code prompt's thread never
+    returns when Ctrl-C or SIGTERM ends the command, so the shell was left with a terminal
+    that showed nothing typed (``stty -a``: ``-icrnl -icanon -echo``).
+    """
+    import termios
+
+    with contextlib.suppress(termios.error, OSError):  # not a terminal: nothing to restore
+        _saved_modes.append((fd, termios.tcgetattr(fd)))
+
+
+def restore_terminal() -> None:
+    """Put back every mode :func:`save_terminal` saw; called on every way out of a command."""
+    import signal
+    import termios
+
+    while _saved_modes:
+        fd, modes = _saved_modes.pop()
+        # a background job that sets terminal modes gets SIGTTOU, which would stop it
+        previous = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+        try:
+            termios.tcsetattr(fd, termios.TCSANOW, modes)
+        except (termios.error, OSError):  # the terminal went away: nobody to restore it for
+            pass
+        finally:
+            signal.signal(signal.SIGTTOU, previous)
 
 
 def _read_line_blocking(fd: int) -> str:

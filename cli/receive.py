@@ -13,6 +13,7 @@ from hilltop.cli import codeinput, events, output, pipes, prompts, timing
 from hilltop.cli import lan as cli_lan
 from hilltop.cli.common import GlobalOptions, run, zero_mode_code
 from hilltop.cli.completion import complete_code
+from hilltop.cli.debugstate import debug_state_flag
 from hilltop.cli.progress import TransferProgress, transfer_progress
 from hilltop.cli.send import close_quietly, describe_offer, offer_kind, show_resume
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
@@ -24,7 +25,7 @@ from hilltop.cli.transitopts import (
     transit_options,
     watch_mailbox,
 )
-from hilltop.errors import HilltopError, LocalError, RejectedError
+from hilltop.errors import HilltopError, RejectedError
 from hilltop.transfer import offers, story, targets
 from hilltop.units import readable_size
 
@@ -33,6 +34,12 @@ if TYPE_CHECKING:  # imported where a file is received: a text message needs non
     from hilltop.transfer.foldersink import DirectorySink
 
 REJECTED = "transfer rejected"
+
+WAITING_NOTICE = "Waiting for sender..."
+WAITING_NOTICE_SECONDS = 1.0
+"""Official 0.24's receiver says :data:`WAITING_NOTICE` (on stderr) when the sender's key has
+not come 1 s after the code was set, typed or allocated, so a receiver that went first does
+not sit there silent; a sender already waiting is usually met well within that second."""
 
 
 @click.command()
@@ -59,6 +66,7 @@ REJECTED = "transfer rejected"
 @transit_flags
 @tor_flags
 @lan_flags
+@debug_state_flag
 @events.json_flag
 @click.pass_obj
 def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, allocate: bool,
@@ -76,24 +84,25 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, alloca
             raise click.UsageError("--json writes its events to stdout: -o - cannot write the "
                                    "data there too (give a file name)")
         pipes.refuse_terminal_stdout()
-    options = transit_options(opts.transit_helper, listen, transports)
+    options = transit_options(opts.transit_helpers, listen, transports)
     choices = _Choices(only_text, accept_file, output_file, hide_progress, options)
     choices.no_resume = no_resume
     tor = tor_chosen()
     if tor is not None and (lan or interface):
         raise click.UsageError("--tor and --lan exclude each other")
+    if (lan or interface) and typed is None:
+        raise click.UsageError("with --lan, give the code on the command line")
 
     async def main(reactor: Any) -> int:
         check_transport_names(options)
         relay_url, found = opts.relay_url, None
         if lan or interface:
-            if typed is None:
-                raise LocalError("with --lan, give the code on the command line")
+            assert typed is not None  # refused above as a usage error
             from hilltop.lan.service import lan_interfaces  # zeroconf and friends: LAN mode only
 
             interfaces = lan_interfaces(interface)
             choices.options = cli_lan.lan_transit(options, interfaces, interface,
-                                                  opts.transit_helper == api.TRANSIT_HELPER)
+                                                  opts.default_transit_helper)
             relay_url, found = await cli_lan.find_sender(reactor, interfaces, typed)
         manager = None
         extra_args: dict[str, Any] = {}
@@ -123,7 +132,12 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, alloca
             await codeinput.allocate_code(w, code_length)  # emits the code event
         else:
             events.emit("code", code=await codeinput.read_code(reactor, w, code_length))
-        verifier = await w.get_verifier()
+        waiting = reactor.callLater(WAITING_NOTICE_SECONDS, events.human, WAITING_NOTICE)
+        try:
+            verifier = await w.get_verifier()
+        finally:
+            if waiting.active():
+                waiting.cancel()
         events.emit("verifier", f"Verifier {verifier.hex()}." if verify else None,
                     verifier=verifier.hex())
         await w.get_peer_versions()
@@ -216,15 +230,18 @@ async def _receive_file(reactor: Any, w: api.Wormhole,
             )
         except BaseException:
             kept = getattr(sink, "kept_bytes", 0)
-            if kept:
+            if kept:  # said before the error line, which may say "the file was not saved"
                 shown.close()
-                output.status(f"Kept {readable_size(kept)} of {readable_size(size)} (hidden); "
-                              "receiving this file here again continues from there")
+                output.status(f"{os.path.relpath(sink.target)} was not saved; the "
+                              f"{readable_size(kept)} of {readable_size(size)} received so far "
+                              "are kept (hidden), and receiving this file here again "
+                              "continues from there")
             raise
         shown.done("Received", kind=offer_kind(offer),
                    **({} if choices.to_stdout else {"path": os.path.abspath(sink.target)}))
     events.human("Wrote it to stdout" if choices.to_stdout
                  else f"Received {os.path.relpath(sink.target)}")
+    say_dropped_partial(sink)
     return 0
 
 
@@ -265,7 +282,18 @@ async def _receive_stream(reactor: Any, w: api.Wormhole, offer: offers.StreamOff
     what = f"stream of {trailer.length} bytes"
     events.human(f"Wrote the {what} to stdout" if choices.to_stdout
                  else f"Received the {what} as {os.path.relpath(sink.target)}")
+    say_dropped_partial(sink)
     return 0
+
+
+def say_dropped_partial(sink: object) -> None:
+    """One line when a partial kept for resuming this name went: the complete file now
+    holds the name, so it could never be continued (see ``FileSink.dropped_kept``)."""
+    dropped = getattr(sink, "dropped_kept", 0)
+    if dropped:
+        events.human(f"Removed the {readable_size(dropped)} kept from an interrupted receive "
+                     f"of {os.path.basename(getattr(sink, 'target', ''))}: the complete file "
+                     "is in place now")
 
 
 def warn_unacknowledged(shown: TransferProgress, why: str) -> None:

@@ -14,6 +14,7 @@ from hilltop.cli import browser as cli_browser
 from hilltop.cli import events, output, pipes, prompts, timing
 from hilltop.cli import lan as cli_lan
 from hilltop.cli.common import GlobalOptions, exit_with, run, zero_mode_code
+from hilltop.cli.debugstate import debug_state_flag
 from hilltop.cli.progress import TransferProgress, transfer_progress
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
 from hilltop.cli.transitopts import (
@@ -25,6 +26,7 @@ from hilltop.cli.transitopts import (
     watch_mailbox,
 )
 from hilltop.errors import HilltopError, PeerRejectedError, RejectedError, TransferError
+from hilltop.rendezvous.codes import parse_code
 from hilltop.transfer import offers
 from hilltop.transit.options import TransitOptions
 from hilltop.units import readable_size
@@ -65,6 +67,7 @@ the nameplate; scripts that wait for the code to be used watch for it."""
 @tor_flags
 @lan_flags
 @cli_browser.browser_flags
+@debug_state_flag
 @events.json_flag
 @click.pass_obj
 def send(opts: GlobalOptions, paths: tuple[str, ...], text: str | None, code: str | None,
@@ -78,14 +81,16 @@ def send(opts: GlobalOptions, paths: tuple[str, ...], text: str | None, code: st
     several = len(paths) > 1
     if several:
         _check_several(paths, text, stream_name)
-    if text is None and not paths:
-        raise click.UsageError("give a file or directory to send, or --text MESSAGE")
-    if text is not None and paths:
+    if text and paths:
         raise click.UsageError("give either --text or a file, not both")
     if zero_mode:
         code = zero_mode_code(code, bool(lan or interface), "--code")
     try:
-        if text == "-":
+        if code is not None:  # before anything is said about what will be sent
+            parse_code(code)
+        if not text and not paths:  # official 0.24 asks too, also for --text ''
+            text = pipes.read_typed_text()
+        elif text == "-":
             output.status("Reading text message from stdin..")
             text = pipes.read_stdin_text()
         elif text is not None:
@@ -96,7 +101,7 @@ def send(opts: GlobalOptions, paths: tuple[str, ...], text: str | None, code: st
     if stream_name is not None and not streamed:
         raise click.UsageError("--name names a stream ('-' or a FIFO); a file or directory "
                                "is offered under its own name")
-    options = transit_options(opts.transit_helper, listen, transports)
+    options = transit_options(opts.transit_helpers, listen, transports)
     tor = tor_chosen()
     if tor is not None and (lan or interface):
         raise click.UsageError("--tor and --lan exclude each other")
@@ -174,7 +179,7 @@ def send(opts: GlobalOptions, paths: tuple[str, ...], text: str | None, code: st
 
             interfaces = lan_interfaces(interface)
             lan_options = cli_lan.lan_transit(options, interfaces, interface,
-                                              opts.transit_helper == api.TRANSIT_HELPER)
+                                              opts.default_transit_helper)
             return await cli_lan.send_lan(
                 reactor, opts, interfaces,
                 lambda w, c: payload(reactor, w, lan_options, dataclasses.replace(

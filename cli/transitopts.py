@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -14,6 +14,7 @@ from hilltop.transit.settings import TransportSettings
 
 if TYPE_CHECKING:
     from hilltop.api import Wormhole
+    from hilltop.transit.relayconfig import RelaySettings
     from hilltop.webrtc.settings import WebRTCSettings
 
 
@@ -45,7 +46,8 @@ def idle_timeout_flag(f: Callable[..., Any]) -> Callable[..., Any]:
                         default=DEFAULT_IDLE_TIMEOUT, show_default=True, expose_value=False,
                         callback=_remember_idle_timeout,
                         help="give up when the peer stays silent this long while it owes "
-                             "us something (data, its acknowledgement, a sender's offer)")(f)
+                             "us something (data, its acknowledgement, a sender's offer), "
+                             "or the mailbox server stays lost this long")(f)
 
 
 def idle_timeout_chosen() -> float:
@@ -76,7 +78,9 @@ def webrtc_flags(f: Callable[..., Any]) -> Callable[..., Any]:
     or in the ``[webrtc]`` table of the config file."""
     flags: list[tuple[str, str, dict[str, Any]]] = [
         ("--stun", "stun", dict(multiple=True, metavar="URL",
-                               help="webrtc: STUN server, e.g. stun:stun.example.org:3478")),
+                               help="STUN server for webrtc and, when the mailbox server does "
+                                    "not say our public address, for TCP hole punching "
+                                    "(none by default), e.g. stun:stun.example.org:3478")),
         ("--turn", "turn", dict(multiple=True, metavar="URL",
                                help="webrtc: TURN server, e.g. turn:turn.example.org:3478")),
         ("--turn-user", "turn_user", dict(metavar="NAME", help="webrtc: TURN user name")),
@@ -139,13 +143,35 @@ def app_versions(options: TransitOptions) -> dict[str, Any]:
     return capabilities.default_advertisement(__version__, allowed)
 
 
-def transit_options(transit_helper: str, listen: bool, transports: str | None) -> TransitOptions:
+def transit_options(transit_helpers: Sequence[str], listen: bool,
+                    transports: str | None) -> TransitOptions:
     names = [t.strip() for t in transports.split(",") if t.strip()] if transports else None
-    return TransitOptions(transit_helpers=[transit_helper] if transit_helper else [],
+    helpers, relay = relay_choices(transit_helpers)
+    return TransitOptions(transit_helpers=helpers,
                           no_listen=not listen, transports=names,
                           no_plugins=no_plugins_chosen(),
-                          settings=TransportSettings(webrtc_settings()),
+                          settings=TransportSettings(webrtc_settings(), relay),
                           on_attempt=events.attempt, idle_timeout=idle_timeout_chosen())
+
+
+def relay_choices(given: Sequence[str]) -> tuple[list[str], RelaySettings]:
+    """Our relays and the relay transport's settings: the ``--transit-helper`` flags (or
+    ``WORMHOLE_TRANSIT_HELPER``) when given, else the ``[relay]`` table's ``helpers``, else
+    the public relay; an empty value means none. Each is checked now, so a typo costs no
+    rendezvous."""
+    from hilltop.api import TRANSIT_HELPER
+    from hilltop.hints import parse_transit_helper
+    from hilltop.transit.relayconfig import read_relay_config
+
+    try:
+        config = read_relay_config()
+        chosen = given or config.helpers
+        helpers = [h for h in (chosen if chosen is not None else [TRANSIT_HELPER]) if h]
+        for helper in helpers:
+            parse_transit_helper(helper)
+    except HilltopError as err:
+        raise click.UsageError(str(err)) from None
+    return helpers, config.settings
 
 
 def check_transport_names(options: TransitOptions) -> None:

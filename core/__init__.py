@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from hilltop.transit.settings import TransportSettings
 
 # The I/O shells at the top level; every other module here is pure (tests/test_layers.py).
-IO_MODULES = frozenset({"api", "config", "streams", "testing"})
+IO_MODULES = frozenset({"api", "config", "streams", "testing", "wsstream"})
 
 _LAZY = {
     "Wormhole": "hilltop.api",

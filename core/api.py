@@ -20,6 +20,7 @@ from hilltop._runtime.awaitable import DualDeferred, Queue, Watch
 from hilltop.errors import HilltopError, LocalError, WormholeClosed
 from hilltop.rendezvous import capabilities, key, mailbox
 from hilltop.rendezvous.client import EndpointFactory, RendezvousClient, default_endpoint
+from hilltop.rendezvous.messages import SeenAddress
 from hilltop.transfer.offers import ErrorMsg, StreamOffer
 
 if TYPE_CHECKING:  # a text message imports no transit code
@@ -126,6 +127,18 @@ class Wormhole:
 
     def get_welcome(self) -> DualDeferred[mailbox.WelcomeEvent]:
         return self._welcome.when()
+
+    @property
+    def your_address(self) -> SeenAddress | None:
+        """Where the mailbox server saw our current connection come from (server 0.8 and
+        later; None before its welcome or from an older server)."""
+        return self._engine.your_address
+
+    @property
+    def mailbox_local_address(self) -> tuple[str, int] | None:
+        """The local (host, port) of the current mailbox connection, if a hole punch may
+        dial from that port too (the default endpoint only; None through Tor)."""
+        return self._client.local_address
 
     # --- key -----------------------------------------------------------------------------
     def get_verifier(self) -> DualDeferred[bytes]:

@@ -125,6 +125,11 @@ class DiskFullError(LocalError):
     """The disk filled up while we were writing a received transfer (partial data was removed)."""
 
 
+class OutOfFileDescriptors(LocalError):
+    """This process (EMFILE) or the whole system (ENFILE) has no file descriptor left: a limit
+    the user can raise, not a bug (a flood of connections under ``ulimit -n 256`` met it)."""
+
+
 class NotFoundOnLan(RemoteError):
     """Nobody on the LAN answered for the service we looked for."""
 

@@ -54,7 +54,8 @@ class TransportInfo:
     * ``name``: short and unique, used by ``--transports`` (e.g. ``direct-tcp``).
     * ``hint_types``: the wire hint types it can dial and may contribute (``direct-tcp-v1``).
     * ``tier``: 0 dials at once; higher tiers are held back (relays: 2 s after direct dials,
-      each (tier, priority) group 2 s after the one before).
+      each (tier, priority) group 2 s after the one before; ``relay-v1`` endpoints instead
+      start one after another as :mod:`hilltop.transit.relayplan` orders them).
     * ``start_delay``: extra seconds added to this transport's scheduled start.
     * ``relay``: streams go through a transit relay, so the handshake first writes the relay
       line; the hints this transport contributes are also dialled by ourselves.
@@ -90,7 +91,8 @@ class TransitSession:
     * ``no_listen``: the user asked us not to accept inbound connections.
     * ``tor``: every outbound connection must go through Tor; transports that would reveal our
       address (listening, direct dials) must decline.
-    * ``transit_helpers``: our configured relays (from ``--transit-helper``).
+    * ``transit_helpers``: our configured relays (``--transit-helper`` or the ``[relay]``
+      table), one ``relay-v1`` hint per relay with all its endpoints.
     * ``local_addresses``: addresses to advertise for listeners; None means discover them.
     * ``offer_inbound``: a listener calls this with each accepted :class:`ByteStream`.
     * ``options``: third-party plugins' own free-form settings, keyed by transport name

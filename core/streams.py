@@ -262,11 +262,14 @@ def dial_tcp(
     IP literals use a plain TCP endpoint (no resolver threads, no staggered timers); names go
     through HostnameEndpoint. Cancelling the Deferred aborts the connection attempt.
     """
-    if isIPv6Address(host):
-        endpoint: Any = TCP6ClientEndpoint(reactor, host, port, timeout=timeout)
-    elif isIPAddress(host):
-        endpoint = TCP4ClientEndpoint(reactor, host, port, timeout=timeout)
-    else:
-        endpoint = HostnameEndpoint(reactor, host, port, timeout=timeout)
     factory = Factory.forProtocol(lambda: TCPStream(description))
-    return endpoint.connect(factory)
+    return tcp_endpoint(reactor, host, port, timeout).connect(factory)
+
+
+def tcp_endpoint(reactor: Any, host: str, port: int, timeout: float = 30.0) -> Any:
+    """A Twisted client endpoint for ``host:port`` (see :func:`dial_tcp` for the choice)."""
+    if isIPv6Address(host):
+        return TCP6ClientEndpoint(reactor, host, port, timeout=timeout)
+    if isIPAddress(host):
+        return TCP4ClientEndpoint(reactor, host, port, timeout=timeout)
+    return HostnameEndpoint(reactor, host, port, timeout=timeout)

@@ -362,6 +362,56 @@ def transit_relay() -> Iterator[int]:
         proc.wait(10)
 
 
-__all__ = ["TK", "ConformanceSuite", "Leaks", "TransitSession", "TransportSubject",
-           "close_and_stop", "exchange", "free_port", "open_sockets", "pair", "through_json",
-           "transit_relay"]
+@dataclass(frozen=True)
+class LocalCA:
+    """A CA made for one test and a server certificate it signed for ``localhost``."""
+
+    ca_file: Path
+    cert_file: Path
+    key_file: Path
+
+
+def make_ca(folder: Path) -> LocalCA:
+    """Generate a CA and a ``localhost`` server certificate it signed (cryptography, P-256),
+    as PEM files in ``folder``: for a test's ``wss://`` server, whose clients are then told
+    to trust ``ca_file`` (never to skip verification)."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+
+    def name(text: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, text)])
+
+    def builder(subject: str, issuer: str, key: ec.EllipticCurvePrivateKey
+                ) -> x509.CertificateBuilder:
+        return (x509.CertificateBuilder().subject_name(name(subject)).issuer_name(name(issuer))
+                .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                .not_valid_before(now - datetime.timedelta(hours=1))
+                .not_valid_after(now + datetime.timedelta(days=1)))
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = (builder("hilltop test CA", "hilltop test CA", ca_key)
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (builder("localhost", "hilltop test CA", key)
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]),
+                           critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    pem = serialization.Encoding.PEM
+    made = LocalCA(folder / "ca.pem", folder / "server.pem", folder / "server.key")
+    made.ca_file.write_bytes(ca.public_bytes(pem))
+    made.cert_file.write_bytes(cert.public_bytes(pem))
+    made.key_file.write_bytes(key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
+                                                serialization.NoEncryption()))
+    return made
+
+
+__all__ = ["TK", "ConformanceSuite", "Leaks", "LocalCA", "TransitSession", "TransportSubject",
+           "close_and_stop", "exchange", "free_port", "make_ca", "open_sockets", "pair",
+           "through_json", "transit_relay"]

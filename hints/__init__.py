@@ -19,19 +19,19 @@ from types import ModuleType
 from typing import Any
 
 from hilltop.errors import LocalError, MalformedHintError
-from hilltop.hints import direct_tcp_v1, raw, relay_v1, tor_tcp_v1
+from hilltop.hints import direct_tcp_v1, raw, relay_v1, tcp_punch_v1, tor_tcp_v1, websocket_v1
 from hilltop.hints.raw import RawHint
 
 log = logging.getLogger(__name__)
 
-Hint = direct_tcp_v1.Hint | relay_v1.Hint | tor_tcp_v1.Hint | RawHint
+Hint = direct_tcp_v1.Hint | relay_v1.Hint | tor_tcp_v1.Hint | tcp_punch_v1.Hint | RawHint
 
 MODULES: dict[str, ModuleType] = {
-    m.TYPE: m for m in (direct_tcp_v1, relay_v1, tor_tcp_v1)
+    m.TYPE: m for m in (direct_tcp_v1, relay_v1, tor_tcp_v1, tcp_punch_v1)
 }
 
-__all__ = ["MODULES", "Hint", "MalformedHintError", "RawHint", "hints_to_wire", "parse_hints",
-           "parse_transit_helper"]
+__all__ = ["HELPER_USAGE", "MODULES", "Hint", "MalformedHintError", "RawHint", "hints_to_wire",
+           "parse_hints", "parse_transit_helper"]
 
 
 def parse_hints(items: Any, claimed: Collection[str] = ()) -> list[Hint]:
@@ -69,14 +69,32 @@ _HELPER = re.compile(
 
 
 def parse_transit_helper(text: str) -> relay_v1.Hint:
-    """Parse ``--transit-helper``: ``tcp:HOST:PORT[:priority=F]``, IPv6 hosts in brackets.
+    """Parse one ``--transit-helper``: one relay, reached at one or more comma-separated
+    endpoints, each ``tcp:HOST:PORT[:priority=F]`` (IPv6 hosts in brackets) or a WebSocket
+    URL ``ws://HOST[:PORT]/PATH`` / ``wss://...``.
 
-    Raises :class:`hilltop.errors.LocalError` with a message naming the expected format.
+    Endpoints joined by commas are one relay (one ``relay-v1`` hint); give the flag again
+    for another relay. Raises :class:`hilltop.errors.LocalError` naming the expected format.
     """
-    usage = "expected tcp:HOST:PORT[:priority=F] (IPv6 host in brackets)"
-    m = _HELPER.match(text.strip())
+    parts = [p.strip() for p in text.split(",")]
+    if not all(parts):
+        raise LocalError(f"bad transit helper {text!r}: {HELPER_USAGE}")
+    return relay_v1.Hint(tuple(_helper_endpoint(p, text) for p in parts))
+
+
+HELPER_USAGE = ("expected tcp:HOST:PORT[:priority=F] (IPv6 host in brackets) or a "
+                "ws:// or wss:// URL; several endpoints of one relay joined by commas")
+
+
+def _helper_endpoint(part: str, text: str) -> relay_v1.Endpoint:
+    if part.startswith(("ws://", "wss://")):
+        try:
+            return websocket_v1.Hint(websocket_v1.check_url(part))
+        except MalformedHintError as err:
+            raise LocalError(f"bad transit helper {text!r}: {err}") from None
+    m = _HELPER.match(part)
     if not m:
-        raise LocalError(f"bad transit helper {text!r}: {usage}")
+        raise LocalError(f"bad transit helper {text!r}: {HELPER_USAGE}")
     host = m.group("v6") or m.group("host")
     port = int(m.group("port"))
     if not 0 < port < 65536:
@@ -85,11 +103,12 @@ def parse_transit_helper(text: str) -> relay_v1.Hint:
     for option in filter(None, m.group("rest").split(":")):
         key, _, value = option.partition("=")
         if key != "priority":
-            raise LocalError(f"bad transit helper {text!r}: unknown option {key!r}; {usage}")
+            raise LocalError(
+                f"bad transit helper {text!r}: unknown option {key!r}; {HELPER_USAGE}")
         try:
             priority = float(value)
         except ValueError:
             raise LocalError(
                 f"bad transit helper {text!r}: priority must be a number, got {value!r}"
             ) from None
-    return relay_v1.Hint((direct_tcp_v1.Hint(host, port, priority),))
+    return direct_tcp_v1.Hint(host, port, priority)

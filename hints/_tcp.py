@@ -67,6 +67,10 @@ class EndpointHint:
     def __str__(self) -> str:
         return endpoint_text(self.hostname, self.port)
 
+    def identity(self) -> tuple[str, ...]:
+        """What makes two endpoints the same door (a relay's endpoints are compared by it)."""
+        return ("tcp", self.hostname.lower(), str(self.port))
+
     @classmethod
     def parse(cls, obj: Any) -> Self:
         """Read one hint, ignoring unknown keys (wormhole-william's ``"hints": null`` too).

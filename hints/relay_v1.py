@@ -1,25 +1,33 @@
-"""``relay-v1``: one transit relay, reachable at any of several TCP endpoints.
+"""``relay-v1``: one transit relay, reachable at any of several endpoints.
 
-Wire shape: ``{"type": "relay-v1", "hints": [direct-tcp-v1 ...]}``. The priority lives on the
+Wire shape: ``{"type": "relay-v1", "name": ..., "hints": [endpoint, ...]}``; every endpoint of
+one hint reaches the same relay. Endpoints are ``direct-tcp-v1`` (host and port) or WebSocket
+URLs (``websocket-v1``, or ``websocket`` as magic-wormhole.rs writes it); other inner types are
+skipped, and so is a malformed endpoint when another one is usable. The priority lives on the
 inner endpoints (Python); wormhole-william also writes an outer ``priority`` (2.0) and empty
 ``"hostname": "", "port": 0`` fields, which we accept and ignore. The spec's optional ``name``
-is kept; ``websocket-v1`` endpoints and other inner types are skipped.
+is kept.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from hilltop.errors import MalformedHintError
-from hilltop.hints import _tcp, direct_tcp_v1
+from hilltop.hints import _tcp, direct_tcp_v1, websocket_v1
+
+log = logging.getLogger(__name__)
 
 TYPE = "relay-v1"
+
+Endpoint = direct_tcp_v1.Hint | websocket_v1.Hint
 
 
 @dataclass(frozen=True)
 class Hint:
-    endpoints: tuple[direct_tcp_v1.Hint, ...]
+    endpoints: tuple[Endpoint, ...]
     name: str | None = None
     type: ClassVar[str] = TYPE
 
@@ -42,6 +50,23 @@ class Hint:
         return ",".join(str(e) for e in self.endpoints)
 
 
+def _endpoint(item: Any, outer_priority: float) -> Endpoint | None:
+    """One inner endpoint, None for a type we do not dial; MalformedHintError if broken."""
+    if not isinstance(item, dict):
+        return None
+    kind = item.get("type", direct_tcp_v1.TYPE)
+    ep: Endpoint
+    if kind == direct_tcp_v1.TYPE:
+        ep = direct_tcp_v1.parse(item)
+    elif kind in websocket_v1.TYPES:
+        ep = websocket_v1.parse(item)
+    else:
+        return None
+    if "priority" not in item or item["priority"] is None:
+        ep = replace(ep, priority=outer_priority)
+    return ep
+
+
 def parse(obj: dict[str, Any]) -> Hint:
     """Read a relay hint; raises MalformedHintError if it has no usable endpoint."""
     obj = _tcp.require_dict(obj)
@@ -49,15 +74,21 @@ def parse(obj: dict[str, Any]) -> Hint:
     if not isinstance(inner, list):
         raise MalformedHintError(f"relay-v1 hint needs a list of hints, got {inner!r}")
     outer_priority = _tcp.priority(obj)
-    endpoints = []
+    endpoints: list[Endpoint] = []
+    problems: list[str] = []
     for item in inner:
-        if not isinstance(item, dict) or item.get("type", direct_tcp_v1.TYPE) != direct_tcp_v1.TYPE:
+        try:
+            ep = _endpoint(item, outer_priority)
+        except MalformedHintError as err:
+            problems.append(str(err))
             continue
-        ep = direct_tcp_v1.parse(item)
-        if "priority" not in item or item["priority"] is None:
-            ep = replace(ep, priority=outer_priority)
-        endpoints.append(ep)
+        if ep is not None:
+            endpoints.append(ep)
     if not endpoints:
-        raise MalformedHintError("relay-v1 hint has no usable direct-tcp-v1 endpoint")
+        why = f": {'; '.join(problems)}" if problems else ""
+        raise MalformedHintError(f"relay-v1 hint has no usable endpoint{why}")
+    for problem in problems:
+        log.warning("ignoring a malformed endpoint of relay hint %s: %s",
+                    ",".join(map(str, endpoints)), problem)
     name = obj.get("name")
     return Hint(tuple(endpoints), name if isinstance(name, str) and name else None)

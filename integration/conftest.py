@@ -114,7 +114,7 @@ def isolated_network() -> None:
     guarantees that no test traffic goes anywhere but 127.0.0.1/::1."""
     if not only_loopback():
         pytest.fail("integration tests must run in a loopback-only network namespace: "
-                    "`bash .ci/run`, or `integration/netns-run .venv/bin/pytest integration`",
+                    "`bash .ci/run`, or `integration/netns-run .venv-ci/bin/pytest integration`",
                     pytrace=False)
 
 

@@ -8,7 +8,7 @@ running after the case's wait is killed and said to be. Run it as root (tmpfs mo
 the loopback-only namespace, with the official peers' venv::
 
     HILLTOP_PEERS_VENV=/path/to/peers-venv \\
-        integration/netns-run .venv/bin/python integration/official_faults.py [CASE ...]
+        integration/netns-run .venv-ci/bin/python integration/official_faults.py [CASE ...]
 
 No CASE runs them all (about 8 minutes); ``--list`` names them, ``--verbose`` adds each
 side's whole stderr. The machinery is the tests':

@@ -123,3 +123,36 @@ class TransitRelayServer(ServerProcess):
     @property
     def hint(self) -> str:
         return f"tcp:127.0.0.1:{self.port}"
+
+
+class WebSocketRelayServer(ServerProcess):
+    """``twist transitrelay`` with its WebSocket side on too (``--websocket``): TCP and
+    WebSocket clients share one pairing table, so either kind meets the other. With ``tls``
+    (a ``(cert_file, key_file)`` pair for ``localhost``) the WebSocket side speaks wss."""
+
+    def __init__(self, twist: Path, workdir: Path,
+                 tls: tuple[Path, Path] | None = None) -> None:
+        self.ws_port = free_port()
+        if tls is None:
+            endpoint, self.url = (f"tcp:{self.ws_port}:interface=127.0.0.1",
+                                  f"ws://127.0.0.1:{self.ws_port}/")
+        else:
+            endpoint = (f"ssl:{self.ws_port}:interface=127.0.0.1:privateKey={tls[1]}"
+                        f":certKey={tls[0]}")
+            self.url = f"wss://localhost:{self.ws_port}/"  # the name the certificate holds
+        super().__init__(twist, "transitrelay",
+                         ["--websocket", endpoint, "--websocket-url", self.url], workdir)
+
+    def start(self) -> None:
+        super().start()
+        deadline = time.monotonic() + SERVER_START_TIMEOUT
+        while not _accepts(self.ws_port):
+            if time.monotonic() > deadline:
+                self.stop()
+                pytest.fail(f"the relay's WebSocket side did not open {self.ws_port}",
+                            pytrace=False)
+            time.sleep(0.05)
+
+    @property
+    def hint(self) -> str:
+        return f"tcp:127.0.0.1:{self.port}"

@@ -130,7 +130,7 @@ def test_official_file_sender_is_told_the_page_needs_webrtc(lab: BrowserLab, tmp
                        "--code", code)
     end = page_end(page)
     assert end["state"] == "error"
-    assert "no WebRTC transport" in end["error"] and "hilltop[webrtc]" in end["error"]
+    assert "no WebRTC transport" in end["error"] and "its webrtc extra" in end["error"]
     assert official.finish(30) != 0
     assert "a browser can receive files only over WebRTC" in official.output
 

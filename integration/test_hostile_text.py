@@ -83,7 +83,7 @@ def test_received_text_into_a_pipe_is_exact(hilltop: Callable[..., Peer],
     s = hilltop("send", "--code", fresh_code, "--text", HOSTILE)
     received = hilltop("receive", fresh_code).finish(60)
     assert s.finish(60).returncode == 0 and received.returncode == 0, received.describe()
-    assert received.stdout == HOSTILE + "\n"
+    assert received.stdout == HOSTILE  # nothing added, not even a newline
     assert not RAW.search(received.stderr), received.describe()
 
 
@@ -190,7 +190,7 @@ def test_an_official_senders_20_mb_text_arrives(peers: Peers, fresh_code: str) -
     sent = sender.finish(120)
     assert received.returncode == 0, received.describe()
     assert sent.returncode == 0, sent.describe()
-    assert received.stdout == text + "\n"
+    assert received.stdout == text  # into a pipe: exactly as sent
     peak = int(re.search(r"maxrss (\d+)", received.stderr).group(1))  # type: ignore[union-attr]
     assert peak < TEXT_RSS, f"receiver peaked at {peak} KiB"
     print(f"20 MB text: receiver peak RSS {peak} KiB")

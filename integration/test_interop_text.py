@@ -245,11 +245,12 @@ def test_wrong_code_between_hilltops(hilltop: Callable[..., Peer], fresh_code: s
 
 @pytest.mark.parametrize("command", ["send", "receive"])
 def test_unreachable_relay(hilltop: Callable[..., Peer], command: str) -> None:
-    """Nothing listens at the relay URL: one error line, quickly, no traceback."""
+    """Nothing listens at the relay URL: one error line, quickly, no traceback, naming the
+    URL and why (official 0.24 names both: "relay URL was ...", "Connection was refused")."""
     dead = f"ws://127.0.0.1:{free_port()}/v1"
     args = ["send", "--text", "x"] if command == "send" else ["receive", "7-guitarist-revenge"]
     result = hilltop(*args, relay_url=dead, transit_helper="tcp:127.0.0.1:9").finish(30)
-    assert_clean_failure(result)
+    assert_clean_failure(result, f"cannot reach the mailbox server {dead}: ", "refused")
 
 
 @pytest.mark.parametrize("command", ["send", "receive"])
@@ -279,6 +280,62 @@ def test_malformed_code_on_send(hilltop: Callable[..., Peer], code: str) -> None
     result = hilltop("send", "--text", "x", "--code", code, relay_url=dead,
                      transit_helper="tcp:127.0.0.1:9").finish(30)
     assert_clean_failure(result, "code")
+    assert result.returncode == 2, result.describe()
+    assert "Sending" not in result.stderr, result.describe()  # refused before announcing
+
+
+@pytest.mark.parametrize(("sender", "text"), [
+    ("hilltop", "abc"),
+    ("hilltop", "ends in a newline\n"),
+    pytest.param("official", "two lines\nand a blank one\n\n", marks=interop),
+])
+def test_text_into_a_pipe_is_exactly_what_was_sent(peers: Peers, fresh_code: str,
+                                                   sender: str, text: str) -> None:
+    """``printf abc | wormhole send --text -`` into ``wormhole receive CODE > f`` stores
+    ``abc``: nothing added, nothing escaped (it used to gain a newline, and a text ending in
+    one got a second)."""
+    s: Peer = getattr(peers, sender)("send", "--code", fresh_code, "--text", "-", stdin=text)
+    received = peers.hilltop("receive", fresh_code).finish()
+    sent = s.finish()
+    assert sent.returncode == 0 and received.returncode == 0, received.describe()
+    assert received.stdout == text, received.describe()
+
+
+@interop
+def test_a_receiver_that_went_first_says_it_waits(peers: Peers, fresh_code: str) -> None:
+    """``receive CODE`` with no sender yet says "Waiting for sender..." (on stderr), as
+    official 0.24 does 1 s after the code is set; hilltop used to print nothing."""
+    receiver = peers.hilltop("receive", fresh_code)
+    receiver.wait_for_line(r"^Waiting for sender\.\.\.$", 15)
+    sent = peers.official("send", "--code", fresh_code, "--text", TEXT).finish()
+    received = receiver.finish()
+    assert_delivered(sent, received)
+    assert received.stderr.count("Waiting for sender...") == 1, received.describe()
+
+
+@interop
+@pytest.mark.parametrize("sender", ["official", "hilltop"])
+@pytest.mark.parametrize("given", [[], ["--text", ""]])
+def test_send_with_nothing_to_send_asks_for_the_text(peers: Peers, sender: str,
+                                                     given: list[str]) -> None:
+    """``wormhole send`` alone (or with ``--text ''``) asks "Text to send:" and sends the line
+    it reads, without its newline, as official 0.24 does (hilltop used to exit 2)."""
+    s: Peer = getattr(peers, sender)("send", *given, stdin="typed at the prompt\n")
+    code = s.wait_for_code()
+    received = peers.official("receive", code).finish()
+    sent = s.finish()
+    assert_delivered(sent, received, "typed at the prompt")
+    assert received.stdout == "typed at the prompt\n", received.describe()
+    assert "Text to send: " in sent.stdout + sent.stderr, sent.describe()
+
+
+def test_send_with_nothing_typed_fails_cleanly(hilltop: Callable[..., Peer]) -> None:
+    """Ctrl-D at "Text to send:" (official 0.24: an EOFError traceback)."""
+    dead = f"ws://127.0.0.1:{free_port()}/v1"  # never reached: nothing to send
+    result = hilltop("send", stdin=b"", relay_url=dead,
+                     transit_helper="tcp:127.0.0.1:9").finish(30)
+    assert_clean_failure(result, "no text was entered")
+    assert result.returncode == 1, result.describe()
 
 
 @pytest.mark.parametrize("receiver", [

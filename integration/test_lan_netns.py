@@ -21,6 +21,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -94,6 +95,17 @@ def lab(tmp_path: Path) -> Iterator[LanLab]:
         lab.down()
 
 
+@pytest.fixture
+def busy_loop() -> Iterator[None]:
+    """A process spinning on one core beside the test: the load under which races show."""
+    loop = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        loop.kill()
+        loop.wait(10)
+
+
 def start_watcher(lab: LanLab) -> Proc:
     watcher = lab.run("d", "watch", [sys.executable, str(HERE / "mdns_watch.py"), "120"])
     watcher.wait_for("watching")
@@ -132,7 +144,7 @@ def test_text_with_no_server_and_the_announcement_withdrawn(lab: LanLab,
     assert url.startswith("ws://198.18.0.11:") and url.endswith("/v1")
     recv = receive(lab, code, lab.workdir)
     assert recv.finish(30) == 0, recv.describe()
-    assert recv.stdout == TEXT + "\n"
+    assert recv.stdout == TEXT  # into a pipe: exactly as sent
     check_timing(recv, record_property)
     assert sender.finish(30) == 0, sender.describe()
     nameplate, words = code.split("-", 1)
@@ -140,6 +152,35 @@ def test_text_with_no_server_and_the_announcement_withdrawn(lab: LanLab,
     watcher.wait_for(rf"removed nameplate-{nameplate}\.", 10)
     for word in words.split("-"):  # only the nameplate is ever announced
         assert word not in watcher.stdout
+
+
+@needs_netns
+@pytest.mark.parametrize("receiver_first", [True, False], ids=["receiver-first", "sender-first"])
+def test_a_quick_receiver_is_served_in_either_order(lab: LanLab, tmp_path: Path,
+                                                    busy_loop: None, receiver_first: bool) -> None:
+    """Issue 27, item 1: a receiver that found the announcement before the sender armed its
+    nameplate guard was refused ("serves only the nameplate it announced") and the sender
+    waited for ever. Both start orders a user can produce, with a busy loop beside them."""
+    code = "6-guitarist-revenge"
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f.bin").write_bytes(os.urandom(300_000))
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    send_argv = [*hilltop_command(), "send", "--lan", "--hide-progress", "--code", code, "f.bin"]
+    if receiver_first:
+        recv = receive(lab, code, dest)
+        recv.wait_for("Looking for nameplate 6 on the LAN")
+        time.sleep(1.0)
+        sender = lab.run("a", "send", send_argv, cwd=src)
+    else:
+        sender = lab.run("a", "send", send_argv, cwd=src)
+        recv = receive(lab, code, dest)
+    assert recv.finish(60) == 0, recv.describe() + sender.describe()
+    assert sender.finish(30) == 0, sender.describe()
+    assert (dest / "f.bin").read_bytes() == (src / "f.bin").read_bytes()
+    for proc in (sender, recv):
+        assert "Traceback" not in proc.stderr
 
 
 @needs_netns

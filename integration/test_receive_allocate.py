@@ -36,11 +36,13 @@ def test_receive_allocate_text_from_official_sender(peers: Peers) -> None:
     receiver = peers.hilltop("receive", "-a", "--code-length", "3")
     code = receiver.wait_for_line(ALLOCATED).group(1)
     assert len(code.split("-")) == 4, code  # the nameplate and three words
+    receiver.wait_for_line(r"^Waiting for sender\.\.\.$", 15)  # official says it after 1 s
     sender = peers.official("send", "--code", code, "--text", "receiver first")
     sent, received = sender.finish(), receiver.finish()
     assert sent.returncode == 0, sent.describe()
     assert received.returncode == 0, received.describe()
     assert received.stdout.strip() == "receiver first"
+    assert received.stderr.count("Waiting for sender...") == 1, received.describe()
 
 
 @interop

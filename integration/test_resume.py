@@ -10,6 +10,7 @@ only way between them.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,8 +19,13 @@ from typing import TYPE_CHECKING
 import pytest
 from transferkit import CountingProxy, digest, random_file
 
+from hilltop.rendezvous.capabilities import BIG_RECORDS, FEATURES
+from hilltop.transfer.filesink import ResumableFileSink
+
 if TYPE_CHECKING:
-    from conftest import Peer, Result
+    from conftest import Peer, Peers, Result
+
+HERE = Path(__file__).parent
 
 BIG = 500 * 1000 * 1000
 """The acceptance's 500 MB file."""
@@ -167,3 +173,65 @@ def test_no_resume_starts_over_and_removes_the_partial(resumer: Resumer,
     assert crossed >= SMALL, crossed
     assert digest(resumer.dest / src.name) == digest(src)
     assert sorted(p.name for p in resumer.dest.iterdir()) == [src.name]
+
+
+# --- kept partials and peers other than a full hilltop (lean: no proxy, small files) -----------
+KEPT_SIZE = 4 * 1000 * 1000
+"""Below O_DIRECT's 16 MiB, so the kept half is on disk when the sink is aborted."""
+
+
+def keep_half(dest: Path, src: Path) -> int:
+    """What an interrupted resumable receive of ``src`` into ``dest`` leaves: its first half
+    in the hidden partial, with the record."""
+    data = src.read_bytes()
+    sink = ResumableFileSink(str(dest / src.name), src.name, len(data))
+    sink.write(data[: len(data) // 2])
+    sink.abort()
+    assert sink.kept_bytes == len(data) // 2
+    return len(data) // 2
+
+
+def test_a_peer_listing_resume_without_big_records_resumes(
+        peers: Peers, mailbox_url: str, transit_helper: str, fresh_code: str,
+        tmp_path: Path) -> None:
+    """Issue 27 item 17: such a peer sends v1-sized records, so the receiver declines
+    O_DIRECT, which counted the kept bytes as data already arrived: every resume failed
+    with "internal error: without_direct_io() after data arrived", the partial kept."""
+    src = random_file(tmp_path / "narrow.bin", KEPT_SIZE)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    kept = keep_half(dest, src)
+    listed = ",".join(f for f in FEATURES if f != BIG_RECORDS)
+    s = peers.run("narrow-sender", [sys.executable, str(HERE / "feature_sender.py"), mailbox_url,
+                                    transit_helper, fresh_code, str(src), listed],
+                  relay_url=mailbox_url, transit_helper=transit_helper)
+    r = peers.hilltop("receive", "--accept-file", fresh_code, cwd=dest)
+    received = r.finish(120)
+    assert received.returncode == 0, received.describe()
+    sent = s.finish(60)
+    assert sent.returncode == 0, sent.describe()
+    assert "Resuming at 2.0 MB of 4.0 MB" in received.stderr, received.describe()
+    assert f"resume at {kept}" in sent.stdout, sent.describe()
+    assert digest(dest / src.name) == digest(src)
+    assert sorted(p.name for p in dest.iterdir()) == [src.name]
+
+
+@pytest.mark.interop
+def test_a_complete_receive_from_an_official_sender_removes_the_kept_partial(
+        peers: Peers, fresh_code: str, tmp_path: Path) -> None:
+    """Issue 27 item 9: official cannot resume, so the receive starts from zero under the
+    next hidden name; once the file is complete the kept partial of its name can never be
+    continued, and it used to stay beside it, silently."""
+    src = random_file(tmp_path / "src" / "again.bin", KEPT_SIZE)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    keep_half(dest, src)
+    s = peers.official("send", "--hide-progress", "--code", fresh_code, str(src))
+    r = peers.hilltop("receive", "--accept-file", "--hide-progress", fresh_code, cwd=dest)
+    received, sent = r.finish(120), s.finish(60)
+    assert received.returncode == 0, received.describe()
+    assert sent.returncode == 0, sent.describe()
+    assert ("Removed the 2.0 MB kept from an interrupted receive of again.bin: the complete "
+            "file is in place now") in received.stderr, received.describe()
+    assert digest(dest / src.name) == digest(src)
+    assert sorted(p.name for p in dest.iterdir()) == [src.name]

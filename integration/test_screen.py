@@ -12,13 +12,18 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from nsproc import hilltop_command
+
+if TYPE_CHECKING:  # conftest is pytest's to import; at runtime these come through fixtures
+    from conftest import Peer
 
 PAYLOAD_BYTES = 30_000_000
 PAYLOAD_SHOWN = "30.0 MB"
@@ -40,11 +45,15 @@ class Terminals:
         return subprocess.run(["tmux", "-S", str(self.socket), *args], check=True,
                               capture_output=True, text=True, timeout=10).stdout
 
-    def open(self, name: str, cwd: Path, argv: list[str]) -> None:
-        """Run ``argv`` in a new terminal; the shell prints its exit status and keeps the
-        screen, so it can be read after the command ended."""
-        line = (f"cd {shlex.quote(str(cwd))} && {shlex.join(argv)}; "
-                f'echo "exit status $?"; sleep 120')
+    def open(self, name: str, cwd: Path, argv: list[str], after: str = "") -> None:
+        """Run ``argv`` in a new terminal; the shell prints its exit status, runs ``after``
+        and keeps the screen, so it can be read after the command ended. The command's PID
+        is written to ``cwd/NAME.pid``."""
+        pid_file = shlex.quote(str(cwd / f"{name}.pid"))
+        command = f"sh -c 'echo $$ > {pid_file}; exec \"$@\"' sh {shlex.join(argv)}"
+        # the trap: Ctrl-C reaches this shell too, and would end it before it reports
+        line = (f"trap : INT; cd {shlex.quote(str(cwd))} && {command}; "
+                f'echo "exit status $?"; {after or ":"}; sleep 120')
         self.tmux("new-session", "-d", "-s", name, "-x", "100", "-y", "40",
                   "env", "TERM=xterm-256color", "PYTHONUTF8=1", "WORMHOLE_QR=0",
                   "sh", "-c", line)
@@ -138,3 +147,72 @@ def test_send_and_receive_screens(terminals: Terminals, tmp_path: Path, mailbox_
         connected = re.search(r"\((?:->)?(.*)\)\.\.\.$", lines[2])
         assert connected is not None and lines[3].endswith(f" via {connected.group(1)}")
     assert (receiver_dir / "payload.bin").read_bytes() == payload
+
+
+TERMINAL_MODES = r"^modes: (\S+) (\S+) (\S+)$"
+"""The line ``stty`` prints after the command: icrnl, icanon and echo, each "-" when off."""
+
+
+@pytest.mark.parametrize("stop", ["ctrl-c", "sigterm"])
+def test_interrupt_at_the_code_prompt_restores_the_terminal(
+        terminals: Terminals, tmp_path: Path, mailbox_url: str, stop: str) -> None:
+    """readline's raw mode used to outlive Ctrl-C or SIGTERM at the prompt (the shell then
+    showed nothing typed), and the error line was glued to the half-typed code."""
+    until = time.monotonic() + DEADLINE_SECONDS
+    show_modes = ("m=$(stty -a | tr '\\n;' '  '); for f in icrnl icanon echo; do "
+                  "case \" $m \" in *\" -$f \"*) printf ' -%s' $f;; *) printf ' %s' $f;; "
+                  "esac; done | sed 's/^/modes:/'; echo")
+    terminals.open("receive", tmp_path, [*hilltop_command(), "--relay-url", mailbox_url,
+                                         "receive"], after=show_modes)
+    terminals.wait_for("receive", r"^Enter receive wormhole code: $", until)
+    terminals.tmux("send-keys", "-t", "receive", "4-pa")
+    terminals.wait_for("receive", r"^Enter receive wormhole code: 4-pa$", until)
+    if stop == "ctrl-c":
+        terminals.tmux("send-keys", "-t", "receive", "C-c")
+    else:
+        os.kill(int((tmp_path / "receive.pid").read_text()), signal.SIGTERM)
+    shown = terminals.wait_for("receive", TERMINAL_MODES, until)
+    in_order(shown, [
+        r"^Enter receive wormhole code: 4-pa$",  # the error is not glued to what was typed
+        r"^ERROR: interrupted before the transfer finished$",
+        r"^exit status 130$",
+        r"^modes: icrnl icanon echo$",  # none of them left off
+    ])
+
+
+def test_ctrl_c_mid_transfer_erases_the_bar(terminals: Terminals, tmp_path: Path,
+                                            mailbox_url: str, transit_helper: str,
+                                            fresh_code: str, hilltop: Callable[..., Peer]
+                                            ) -> None:
+    """The bar used to stay above "Kept ..." and the error: the echoed "^C" wrapped past a
+    full-width bar, and tqdm's erase cleared the wrong line. The line about the partial
+    agrees with an error that may say "not saved"."""
+    until = time.monotonic() + DEADLINE_SECONDS
+    source = tmp_path / "huge.bin"
+    with open(source, "wb") as f:
+        f.truncate(8 * 1024 ** 3)  # sparse: cheap to send, far too long to finish first
+    sender = hilltop("send", "--code", fresh_code, str(source))
+    sender.wait_for_code()
+    dest = tmp_path / "receive"
+    dest.mkdir()
+    terminals.open("receive", dest, [*hilltop_command(), "--relay-url", mailbox_url,
+                                     "--transit-helper", transit_helper, "receive",
+                                     "--accept-file", fresh_code])
+    terminals.wait_for("receive", r"%\|", until)
+    partial = dest / ".huge.bin.hilltop-part"
+    while not (partial.exists() and partial.stat().st_size > 0):  # so there is one to keep
+        assert time.monotonic() < until, terminals.screen("receive")
+        time.sleep(0.05)
+    terminals.tmux("send-keys", "-t", "receive", "C-c")
+    shown = terminals.wait_for("receive", EXIT_LINE, until)
+    try:
+        assert "%|" not in shown, shown  # no bar left on the screen
+        in_order(shown, [
+            r"^Receiving \(->",
+            r"^huge\.bin was not saved; the [\d.]+ [kMG]B of 8\.6 GB received so far are kept "
+            r"\(hidden\), and receiving this file here again continues from there$",
+            r"^ERROR: interrupted before the transfer finished$",
+            r"^exit status 130$",
+        ])
+    finally:
+        shutil.rmtree(dest)  # the kept partial: up to a few GB

@@ -131,3 +131,75 @@ def test_a_folder_entry_that_vanishes_while_sent(hilltop: Callable[..., Peer],
     assert received.returncode != 0, received.describe()
     one_error_line(received.stderr)
     assert visible(dest) == [], received.describe()
+
+
+def test_a_file_overwritten_in_place_while_sent(hilltop: Callable[..., Peer], fresh_code: str,
+                                                tmp_path: Path) -> None:
+    """Issue 27 item 25: same size, new bytes, same inode. The sender notices within 64 MiB
+    (source.WATCH_EVERY), says so in one line; the receiver keeps nothing that looks
+    complete. (Official 0.24 delivers the mix and both sides report success.)"""
+    big = tmp_path / "big.bin"
+    with open(big, "wb") as f:
+        f.truncate(BIG)
+    old = big.stat().st_mtime - 86400  # any write now moves the mtime, however coarse
+    os.utime(big, (old, old))
+
+    def overwrite() -> None:
+        with open(big, "r+b") as f:
+            f.write(b"new" * 1000)
+
+    sender, receiver, dest = transfer_then(hilltop, fresh_code, tmp_path, big, overwrite)
+    sent, received = sender.finish(120), receiver.finish(120)
+    assert sent.returncode == 1, sent.describe()
+    assert "changed while it was being sent" in one_error_line(sent.stderr), sent.describe()
+    assert received.returncode != 0, received.describe()
+    one_error_line(received.stderr)
+    assert visible(dest) == [], received.describe()
+
+
+def deep_folder(root: Path, depth: int) -> None:
+    """``root/d/.../d/f``, made through directory descriptors (deeper than PATH_MAX)."""
+    root.mkdir()
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(depth):
+        os.mkdir("d", dir_fd=fd)
+        inner = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.close(os.open("f", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
+    os.close(fd)
+
+
+def remove_deep_folder(root: Path) -> None:
+    """Without paths longer than PATH_MAX, and without recursion."""
+    while (root / "d").exists():
+        if (root / "d" / "d").exists():
+            os.rename(root / "d" / "d", root / "next")
+        for name in os.listdir(root / "d"):
+            os.unlink(root / "d" / name)
+        os.rmdir(root / "d")
+        if (root / "next").exists():
+            os.rename(root / "next", root / "d")
+
+
+@pytest.mark.parametrize("case", ["10000-deep", "case-twins"])
+def test_a_tree_no_receiver_takes_is_refused_before_any_code(
+        hilltop: Callable[..., Peer], tmp_path: Path, case: str) -> None:
+    """Issue 27 items 24 (was RecursionError, "a bug in hilltop") and 23."""
+    folder = tmp_path / "folder"
+    if case == "10000-deep":
+        deep_folder(folder, 10_000)
+        expected = "nested more than 256 folders deep"
+    else:
+        folder.mkdir()
+        (folder / "README").write_text("one\n")
+        (folder / "readme").write_text("two\n")
+        expected = "readme: clashes with 'README'"
+    try:
+        result = hilltop("send", str(folder), relay_url="ws://127.0.0.1:9/v1",
+                         transit_helper="tcp:127.0.0.1:9").finish(60)
+    finally:
+        remove_deep_folder(folder)
+    assert result.returncode == 1, result.describe()
+    assert expected in one_error_line(result.stderr), result.describe()
+    assert "Wormhole code is" not in result.stderr

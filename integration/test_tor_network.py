@@ -21,7 +21,10 @@ from pathlib import Path
 import pytest
 from tornet import Node, TorNetwork
 
-pytestmark = [pytest.mark.tor, pytest.mark.interop]
+pytestmark = [pytest.mark.tor, pytest.mark.interop,
+              # the first test also sets up tor_world, whose own deadlines add up to 390 s
+              # (bootstrap 150, four onion checks of 60) before the test's 150 s and more
+              pytest.mark.timeout(900)]
 
 # the receiver's status line when an onion service carried the transfer: its own dial of the
 # sender's onion, or the sender's dial of its onion (then "(inbound)")

@@ -256,6 +256,8 @@ class TorRelay:
         if not session.tor or hint.type != relay_v1.TYPE or not hint.endpoints:
             return None
         ep = hint.endpoints[0]
+        if not isinstance(ep, direct_tcp_v1.Hint):
+            return None  # a WebSocket relay endpoint: only its TCP endpoints go through Tor
         if not ep.hostname.endswith(".onion") and not public_address(ep.hostname) \
                 and _is_ip(ep.hostname):
             return None  # a private relay address is unreachable through Tor

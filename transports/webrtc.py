@@ -96,7 +96,8 @@ class WebRTC:
                      settings: WebRTCSettings) -> list[Any]:
         if not await signalling.both_speak_webrtc():
             return []
-        run = _Run(session, signalling, settings.ice_servers, settings.relay_only)
+        run = _Run(session, signalling, settings.ice_servers, settings.relay_only,
+                   _reflexive_host(session, settings))
         self._runs[id(session)] = run
         run.begin()
         return [RawHint.make(HINT_TYPE, priority=0.0)]
@@ -116,6 +117,20 @@ class WebRTC:
         return run.stop() if run is not None else None
 
 
+def _reflexive_host(session: TransitSession, settings: WebRTCSettings) -> str | None:
+    """Our public IPv4 address as the mailbox server saw it, for a server-reflexive candidate
+    (:mod:`hilltop.webrtc.reflexive`) when no STUN server is configured; never under
+    ``--no-listen`` (TURN only) or ``--tor`` (no webrtc at all)."""
+    from hilltop.transit.punch import PunchSettings, advertised
+
+    punch = session.settings.get(PunchSettings)
+    if (punch is None or settings.relay_only or session.no_listen
+            or any(s.urls.startswith("stun:") for s in settings.ice_servers)):
+        return None
+    public = advertised(punch.public)
+    return public[0] if public is not None else None
+
+
 def _rtc_config(servers: Sequence[IceServer], relay_only: bool) -> Any:
     from aiortc import RTCConfiguration, RTCIceServer
     from aiortc.rtcconfiguration import RTCIceTransportPolicy
@@ -131,14 +146,24 @@ class _Run:
     """One session: one peer connection, one data channel, handed out at most once."""
 
     def __init__(self, session: TransitSession, signalling: Signalling,
-                 servers: Sequence[IceServer], relay_only: bool) -> None:
+                 servers: Sequence[IceServer], relay_only: bool,
+                 reflexive_host: str | None = None) -> None:
         self.session = session
         self.signalling = signalling
         self.servers = servers
         self.relay_only = relay_only
+        self.reflexive_host = reflexive_host
         self.pc: Any = None
         self.task: asyncio.Task[DataChannelStream] | None = None
         self.handed_out: DataChannelStream | None = None
+
+    def _ours(self, sdp: str) -> str:
+        """The SDP we send: with the mailbox-seen reflexive candidates, if any."""
+        if self.reflexive_host is None:
+            return sdp
+        from hilltop.webrtc.reflexive import with_reflexive
+
+        return with_reflexive(sdp, self.reflexive_host)
 
     def begin(self) -> None:
         self.task = asyncio.ensure_future(
@@ -206,7 +231,7 @@ class _Run:
                 opened: asyncio.Future[None] = loop.create_future()
                 channel.on("open", lambda: _settle(opened))
                 await pc.setLocalDescription(await pc.createOffer())
-                self.signalling.send("offer", pc.localDescription.sdp, wide=wide)
+                self.signalling.send("offer", self._ours(pc.localDescription.sdp), wide=wide)
                 _check_gathered(pc.localDescription.sdp)
                 answer = await self.signalling.receive()
                 if answer.kind != "answer":
@@ -229,7 +254,7 @@ class _Run:
                 peer_wide = offer.wide
                 await pc.setRemoteDescription(RTCSessionDescription(offer.sdp, "offer"))
                 await pc.setLocalDescription(await pc.createAnswer())
-                self.signalling.send("answer", pc.localDescription.sdp, wide=wide)
+                self.signalling.send("answer", self._ours(pc.localDescription.sdp), wide=wide)
                 _check_gathered(pc.localDescription.sdp)
                 stream = await _unless_failed(arrived, failed)
             pair = _nominated(pc)

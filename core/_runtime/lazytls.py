@@ -52,13 +52,22 @@ def openssl_deferred() -> Iterator[None]:
             del sys.modules["OpenSSL"]
 
 
-def wrap_client_tls(host: str, endpoint: IStreamClientEndpoint) -> IStreamClientEndpoint:
+def wrap_client_tls(host: str, endpoint: IStreamClientEndpoint,
+                    ca_pem: bytes | None = None) -> IStreamClientEndpoint:
     """``endpoint`` with TLS on top, checking ``host``'s certificate against the system's
     trust roots (what ``endpoints.wrapClientTLS`` does, without needing Twisted's endpoints
-    module to have seen pyOpenSSL at its import)."""
+    module to have seen pyOpenSSL at its import), or against the PEM certificates in
+    ``ca_pem`` instead when given (a private relay's own CA). Verification is never off."""
     from twisted.internet import ssl  # pyOpenSSL, now
 
-    return _TLSClientEndpoint(ssl.optionsForClientTLS(host), endpoint)
+    if ca_pem is None:
+        return _TLSClientEndpoint(ssl.optionsForClientTLS(host), endpoint)
+    marker = b"-----END CERTIFICATE-----"
+    blocks = [b + marker for b in ca_pem.split(marker) if b"-----BEGIN CERTIFICATE-----" in b]
+    if not blocks:
+        raise ValueError("no PEM certificate found")
+    roots = ssl.trustRootFromCertificates([ssl.Certificate.loadPEM(b) for b in blocks])
+    return _TLSClientEndpoint(ssl.optionsForClientTLS(host, trustRoot=roots), endpoint)
 
 
 @implementer(IStreamClientEndpoint)

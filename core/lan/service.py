@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,10 +94,13 @@ class LanMailbox:
     """The official mailbox server, in this process, on the given addresses and one port."""
 
     def __init__(self, reactor: Any, addresses: Sequence[str],
-                 limits: LanLimits | None = None) -> None:
+                 limits: LanLimits | None = None,
+                 notice: Callable[[str], None] | None = None) -> None:
+        """``notice`` is handed one line when a client is refused or the mailbox is flooded
+        (at most once each), for the sender to show: it would otherwise wait in silence."""
         self._reactor = reactor
         self._addresses = list(addresses)
-        self._budget = Budget(limits or LanLimits())
+        self._budget = Budget(limits or LanLimits(), notice)
         self._ports: list[Any] = []
         self._server: Any = None
         self.port = 0
@@ -127,7 +130,9 @@ class LanMailbox:
         return wire.mailbox_urls(self.addresses, self.port)
 
     def serve_only(self, nameplate: str) -> None:
-        """From now on the one nameplate any client may claim (the one just announced)."""
+        """From now on the one nameplate any client may claim: call it *before* announcing
+        the nameplate, since a receiver already looking claims it the moment the first
+        announcement reaches it (issue 27, item 1)."""
         self._budget.nameplate = nameplate
 
     def _guarded_site(self) -> Any:
@@ -136,6 +141,8 @@ class LanMailbox:
         from autobahn.twisted.resource import WebSocketResource
         from wormhole_mailbox_server.server_websocket import WebSocketServerFactory
         from wormhole_mailbox_server.web import PrivacyEnhancedSite, Root
+
+        from hilltop._runtime.httpguard import BodilessChannel
 
         limits = self._budget.limits
         factory = WebSocketServerFactory(None, self._server)
@@ -146,7 +153,8 @@ class LanMailbox:
         root.putChild(b"v1", WebSocketResource(factory))
         site = PrivacyEnhancedSite(root)
         site.logRequests = False
-        return ConnectionGuard(site, limits)
+        site.protocol = BodilessChannel  # a mailbox takes no request bodies
+        return ConnectionGuard(site, limits, self._reactor, self._budget)
 
     def stop(self) -> defer.Deferred[Any]:
         ports, self._ports = self._ports, []

@@ -29,8 +29,14 @@ EndpointFactory = Callable[[IReactorTime, str, int, bool], IStreamClientEndpoint
 
 def default_endpoint(reactor: IReactorTime, host: str, port: int, tls: bool
                      ) -> IStreamClientEndpoint:
-    """Twisted's HostnameEndpoint (happy eyeballs); it also needs IReactorTCP from ``reactor``."""
-    endpoint = endpoints.HostnameEndpoint(reactor, host, port, timeout=30)
+    """Twisted's HostnameEndpoint (happy eyeballs); it also needs IReactorTCP from ``reactor``.
+
+    Its socket lets a later socket share its local port: the hole punch dials from the port
+    the mailbox server saw (:mod:`hilltop._runtime.sharedport`).
+    """
+    from hilltop._runtime.sharedport import SharedPortReactor
+
+    endpoint = endpoints.HostnameEndpoint(SharedPortReactor(reactor), host, port, timeout=30)
     if tls:  # only wss:// pays for importing pyOpenSSL
         return wrap_client_tls(host, endpoint)
     return endpoint
@@ -73,7 +79,7 @@ def _autobahn() -> tuple[Any, type]:
 
         def onClose(self, wasClean: bool, code: int | None,
                     reason: str | None) -> None:
-            self.client._lost(self, _broken_by_server(self, reason))
+            self.client._lost(self, _broken_by_server(self, reason), reason)
 
     return WebSocketClientFactory, MailboxProtocol
 
@@ -121,6 +127,9 @@ class RendezvousClient:
         self._connecting: Any = None
         self._timer: Any = None
         self._pumping = False
+        self.local_address: tuple[str, int] | None = None
+        """The local (host, port) of the open mailbox connection when its socket shares its
+        port (the default endpoint), else None: where a hole punch must dial from."""
 
     def start(self) -> None:
         self._connect()
@@ -159,7 +168,8 @@ class RendezvousClient:
         def failed(f: Any) -> None:
             self._connecting = None
             log.debug("mailbox connection failed: %s", f.getErrorMessage())
-            self._engine.connection_lost(self._reactor.seconds())
+            self._engine.connection_lost(self._reactor.seconds(),
+                                         attempt=self._attempt(f.getErrorMessage()))
             self._pump()
 
         def done(_: Any) -> None:
@@ -169,6 +179,11 @@ class RendezvousClient:
 
     def _opened(self, protocol: _MailboxProtocol) -> None:
         self._protocol = protocol
+        self.local_address = None
+        if self._endpoint_factory is default_endpoint:
+            host = protocol.transport.getHost()
+            if hasattr(host, "port"):
+                self.local_address = (host.host, host.port)
         self._engine.connected(self._reactor.seconds())
         self._pump()
 
@@ -176,16 +191,25 @@ class RendezvousClient:
         self._engine.frame_received(payload, self._reactor.seconds())
         self._pump()
 
-    def _lost(self, protocol: _MailboxProtocol, broken: HilltopError | None = None) -> None:
+    def _lost(self, protocol: _MailboxProtocol, broken: HilltopError | None = None,
+              reason: str | None = None) -> None:
         if protocol is not self._protocol:
             if self._protocol is None and self._connecting is None:
                 # the WebSocket handshake itself failed after TCP connected
-                self._engine.connection_lost(self._reactor.seconds())
+                why = reason or "no WebSocket handshake"
+                self._engine.connection_lost(self._reactor.seconds(),
+                                             attempt=self._attempt(why))
                 self._pump()
             return
         self._protocol = None
+        self.local_address = None
         self._engine.connection_lost(self._reactor.seconds(), broken)
         self._pump()
+
+    def _attempt(self, why: str) -> str:
+        """``ws://host:port/v1: why``, for the error when the server was never reached
+        (Twisted's reasons end in a full stop; the error line goes on after them)."""
+        return f"{self._url}: {why.strip().rstrip('.')[:200]}"
 
     def _on_timer(self) -> None:
         self._timer = None

@@ -89,6 +89,7 @@ WAIT_TEXT = {
 class WelcomeEvent:
     motd: str | None
     current_cli_version: str | None
+    your_address: messages.SeenAddress | None = None
 
 
 @dataclass(frozen=True)
@@ -266,10 +267,14 @@ class Mailbox:
         self._trouble_since: float | None = None  # when the server stopped working for us
         self._attempts = 0  # reconnections tried since then
         self._short_lived = 0  # of those, how many opened and closed again at once
+        self._last_attempt = ""  # why the latest one failed, as the shell says it
 
         self.code: str | None = None
         self.nameplate: str | None = None
         self.mailbox_id: str | None = None
+        self.your_address: messages.SeenAddress | None = None
+        """Where the server saw the current connection come from (server 0.8 says it in
+        ``welcome``); each reconnect's welcome replaces it, as the NAT may map it anew."""
         self._allocate_words: int | None = None  # set while an allocation is outstanding
         self._want_list = False
         self._pake: key.Pake | None = None
@@ -336,6 +341,7 @@ class Mailbox:
         self._ever_connected = True
         self._up_since = now
         self._waits = {"welcome": now + self.timeouts.welcome}
+        self.your_address = None  # the new connection's welcome says it anew
         self._send("bind", appid=self.appid, side=self.side, client_version=self._client_version)
         if self.plate is Plate.RELEASING:  # the earlier release may not have reached the server
             self._send("release", nameplate=self.nameplate)
@@ -355,12 +361,14 @@ class Mailbox:
             for phase, body in self._pending.items():
                 self._send("add", phase=phase, body=body)
 
-    def connection_lost(self, now: float, error: HilltopError | None = None) -> None:
+    def connection_lost(self, now: float, error: HilltopError | None = None,
+                        attempt: str = "") -> None:
         """The WebSocket dropped (or an attempt to open one failed).
 
         ``error``: the shell saw the server break the WebSocket protocol itself (a frame over
         the size limit, bytes that are no WebSocket). That is fatal: reconnecting would only
-        fetch the same stored message again.
+        fetch the same stored message again. ``attempt``: the server and why the shell could
+        not reach it ("ws://host:4000/v1: Connection refused"), named if it never answered.
         """
         if self.link is Link.GONE:
             return
@@ -371,7 +379,8 @@ class Mailbox:
             return
         if not self._ever_connected:
             self.link = _move(LINK_MOVES, self.link, "stop")
-            self._fail(ServerUnreachableError("cannot reach the mailbox server"), "errory",
+            self._fail(ServerUnreachableError(
+                " ".join(("cannot reach the mailbox server", attempt)).rstrip()), "errory",
                        tell_server=False)
             return
         if self.stage is Stage.CLOSING:
@@ -379,6 +388,7 @@ class Mailbox:
             return
         was_up = self.link is Link.UP
         self.link = _move(LINK_MOVES, self.link, "lost" if was_up else "failed")
+        self._last_attempt = attempt
         if was_up and self._up_since is not None:
             if now - self._up_since >= STABLE_CONNECTION:  # it worked: start over
                 self._trouble_since = None
@@ -534,8 +544,9 @@ class Mailbox:
             why = (f"the mailbox server closed our connection right after accepting it, "
                    f"{self._short_lived + 1} times in a row; gave up after {waited:g} s")
         else:
+            last = f"; the last: {self._last_attempt}" if self._last_attempt else ""
             why = (f"lost the connection to the mailbox server and could not get it back "
-                   f"within {waited:g} s ({self._attempts} attempts)")
+                   f"within {waited:g} s ({self._attempts} attempts{last})")
         self._fail(ServerUnreachableError(why), "errory", tell_server=False)
 
     def _add(self, phase: str, body: bytes) -> None:
@@ -549,7 +560,9 @@ class Mailbox:
                 raise UnwelcomeError(f"the mailbox server refused us: {text}")
             case messages.Welcome():
                 self._waits.pop("welcome", None)
-                self._events.append(WelcomeEvent(msg.motd, msg.current_cli_version))
+                self.your_address = msg.your_address
+                self._events.append(WelcomeEvent(msg.motd, msg.current_cli_version,
+                                                 msg.your_address))
             case messages.NameplateList(nameplates):
                 self._events.append(NameplatesEvent(nameplates))
             case messages.Allocated(nameplate):

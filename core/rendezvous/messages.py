@@ -7,6 +7,7 @@ protocol lets servers add both); anything that is not a JSON object is a :class:
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,10 +23,50 @@ peaked our receiver at 221 MiB RSS. Frames over twice this are refused from thei
 
 
 @dataclass(frozen=True)
+class SeenAddress:
+    """Where the mailbox server saw our connection come from (``welcome["your-address"]``,
+    server 0.8): behind a NAT, the public address and port the NAT mapped it to."""
+
+    host: str
+    port: int
+
+
+@dataclass(frozen=True)
 class Welcome:
     motd: str | None = None
     current_cli_version: str | None = None
     error: str | None = None
+    your_address: SeenAddress | None = None
+
+
+def parse_your_address(value: Any) -> SeenAddress | None:
+    """``{"ipv4" or "ipv6": host, "port": n}``, or None for anything else.
+
+    Lenient, as for every optional welcome key: a server that sends nothing usable only costs
+    us the hole punch. An IPv4-mapped IPv6 address (a dual-stack server seeing an IPv4
+    client) becomes the IPv4 address the NAT really has.
+    """
+    if not isinstance(value, dict):
+        return None
+    port = value.get("port")
+    if isinstance(port, str) and port.isdigit():
+        port = int(port)  # server 0.8 keeps the port of an X-Real-Port header as text
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        return None
+    for key, version in (("ipv4", 4), ("ipv6", 6)):
+        host = value.get(key)
+        if not isinstance(host, str):
+            continue
+        try:
+            ip = ipaddress.ip_address(host)
+        except ValueError:
+            return None
+        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        elif ip.version != version:
+            return None
+        return SeenAddress(str(ip), port)
+    return None
 
 
 @dataclass(frozen=True)
@@ -119,7 +160,8 @@ def parse_server_frame(text: str | bytes) -> ServerMessage:
             value = welcome.get(key)
             return value if isinstance(value, str) else None
 
-        return Welcome(opt("motd"), opt("current_cli_version"), opt("error"))
+        return Welcome(opt("motd"), opt("current_cli_version"), opt("error"),
+                       parse_your_address(welcome.get("your-address")))
     if kind == "ack":
         return Ack(obj.get("id") if isinstance(obj.get("id"), str) else None)
     if kind == "nameplates":

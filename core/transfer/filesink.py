@@ -457,6 +457,11 @@ class Sink:
     def temp_path(self) -> str:
         return self._spool.path
 
+    @property
+    def resume_offset(self) -> int:
+        """Bytes kept from an earlier receive (0 unless :class:`ResumableFileSink`)."""
+        return 0
+
     def skip_hash(self) -> None:
         """Do not hash what arrives: both peers agreed the records authenticate it already
         (:func:`hilltop.transit.records.whole_file_sha256`). Only before the first byte."""
@@ -471,9 +476,11 @@ class Sink:
         the disk thread and the staging copies cost our receiver more than they save. Between
         official 0.24 and us, 5 of 5 A/B runs of 1 GiB on the loaded bench machine finished
         sooner through the page cache (4.1-6.2 s against 4.6-7.8 s, pair by pair); between
-        two hilltop peers the two cost about the same CPU and O_DIRECT is kept.
+        two hilltop peers the two cost about the same CPU and O_DIRECT is kept. Bytes kept
+        from an earlier receive (:attr:`resume_offset`) are no data of this one: a hilltop
+        peer listing ``resume-v1`` without ``big-records`` sends v1 records and resumes.
         """
-        if self._spool.received:
+        if self._spool.received > self.resume_offset:
             raise LocalError("internal error: without_direct_io() after data arrived")
         self._spool.direct_io = False
 
@@ -550,6 +557,11 @@ class FileSink(Sink):
     ``.NAME.hilltop-part`` beside it, which becomes ``NAME`` in :meth:`finish`.
     """
 
+    dropped_kept = 0
+    """After :meth:`finish`: bytes of partials kept for resuming this name that were removed,
+    since the complete file now holds it (:func:`hilltop.transfer.partials.drop_kept_before`);
+    the caller says so."""
+
     def __init__(self, target: str, filesize: int, *, drop_kept: bool = False) -> None:
         self.target = os.path.abspath(target)
         self.filesize = filesize
@@ -557,13 +569,10 @@ class FileSink(Sink):
         self._spool = _Spool(os.path.dirname(self.target), name, filesize, repr(name),
                              drop_kept=drop_kept)
 
-    @property
-    def resume_offset(self) -> int:
-        """Bytes kept from an earlier receive (0 unless :class:`ResumableFileSink`)."""
-        return 0
-
     def _publish(self) -> None:
         publish_file(self._spool.path, self.target)
+        directory, name = os.path.split(self.target)
+        self.dropped_kept = partials.drop_kept_before(directory, name, self._spool.path)
 
 
 class _KeptSpool(_Spool):
@@ -595,12 +604,18 @@ class _KeptSpool(_Spool):
 
     def _claim(self, directory: str, name: str, drop_kept: bool) -> tuple[str, int]:
         self.kept = partials.claim_resumable(directory, name, self._filename, self.size)
+        try:
+            st = os.fstat(self.kept.fd)
+        except OSError:
+            os.close(self.kept.fd)
+            raise
+        self._identity = st.st_dev, st.st_ino  # recorded: see partials.is_ours
         return self.kept.path, self.kept.fd
 
     def _record(self) -> None:
         try:
             partials.write_record(self.path, resume.PartialRecord(
-                self._filename, self.size, self.received, time.time()))
+                self._filename, self.size, self.received, time.time(), *self._identity))
         except OSError as err:
             raise io_error(err, f"writing the resume record of {self.what}") from None
 

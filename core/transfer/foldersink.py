@@ -4,8 +4,9 @@ A received directory is a zip chosen by the peer, so it is hostile input. :class
 unpacks it as it arrives (:mod:`hilltop.transfer.zipreader`) into a hidden temporary directory
 beside
 the target, checking each entry before anything is created for it: no absolute paths, ``..``,
-drive letters, backslashes or paths nested over 256 deep, no two names that would land on one
-path (also after case folding and Unicode normalisation, for case-insensitive disks), no file
+drive letters, backslashes or paths nested over 256 deep, no two names in one folder that
+would land on one name (also after case folding and Unicode normalisation, for
+case-insensitive disks: the rule is :mod:`hilltop.transfer.entrynames`'s), no file
 where a folder is needed, and totals that roughly agree with the offer; then, from the central
 directory, no symlinks or device entries and every entry matching what was read. Modes are
 the receiver's (:func:`hilltop.transfer.modes.received_mode`): of the sender's, only a file's
@@ -28,7 +29,7 @@ import stat
 from hilltop._runtime.memory import Trimmer
 from hilltop.errors import ProtocolError
 from hilltop.transfer import filesink  # filesink.write_all: the seam tests patch for a full disk
-from hilltop.transfer.entrynames import clash_key, safe_parts
+from hilltop.transfer.entrynames import Claims, safe_parts
 from hilltop.transfer.filesink import Offered, Sink, appeared, io_error
 from hilltop.transfer.modes import received_mode
 from hilltop.transfer.offers import DirectoryOffer
@@ -49,20 +50,12 @@ FOLDER_ENTRY_SLACK = 100
 
 
 class _EntryChecker:
-    """Checks entries one at a time as the zip arrives: names, clashes, kinds, totals.
-
-    Keys are the path normalised and case-folded, one string each (not tuples of parts: tens
-    of thousands of entries must not cost tens of MB); ``seen`` maps a key to the path that
-    claimed it, with a trailing "/" for a folder.
-    """
+    """Checks entries one at a time as the zip arrives: names, clashes, kinds, totals
+    (the names and clashes by :class:`hilltop.transfer.entrynames.Claims`)."""
 
     def __init__(self, offer: DirectoryOffer) -> None:
         self._offer = offer
-        self._seen: dict[str, str] = {}
-        self._file_keys: set[str] = set()
-        # Hashes, not strings: a path MAX_PATH_DEPTH folders deep has as many prefixes of up
-        # to 4,000 bytes each (4 MB of names cost 500 MB as strings). A collision only refuses.
-        self._dir_keys: set[int] = set()
+        self._claims = Claims()
         self._max_files = _slack(offer.numfiles, 100)
         self._max_bytes = _slack(offer.numbytes, 1024 * 1024)
         self._max_folders = max_folder_entries(offer)
@@ -80,43 +73,22 @@ class _EntryChecker:
                 return None
             raise _refuse(name, "has an empty name")
         path = "/".join(parts)
-        key = clash_key(path)  # case-insensitive disks would merge these: they count as one
-        seen = self._seen
-        if key in seen:
-            earlier = seen[key]
-            if earlier.endswith("/") != is_dir:
-                raise _refuse(name, "is both a file and a folder")
-            if earlier.rstrip("/") == path:
-                raise _refuse(name, "appears twice")
-            raise _refuse(name, f"clashes with {ascii(earlier.rstrip('/'))} (one name on "
-                                "case-insensitive or Unicode-normalising disks)")
-        seen[key] = path + "/" if is_dir else path
-        slash = key.find("/")
-        while slash >= 0:
-            self._add_dir_key(key[:slash], name)
-            slash = key.find("/", slash + 1)
+        why = self._claims.claim(path, is_dir)
+        if why is not None:
+            raise _refuse(name, why)
         if is_dir:
-            self._add_dir_key(key, name)
             self.folders += 1
             if self.folders > self._max_folders:
                 raise ProtocolError(
                     f"refusing the received folder: it holds more than {self._max_folders} "
                     f"folder entries, more than its offer leaves room for")
         else:
-            if hash(key) in self._dir_keys:
-                raise _refuse(name, "is both a file and a folder")
-            self._file_keys.add(key)
             self.files += 1
             if self.files > self._max_files:
                 raise ProtocolError(
                     f"refusing the received folder: it holds more than {self._max_files} "
                     f"files, but {self._offer.numfiles} were offered")
         return path
-
-    def _add_dir_key(self, key: str, name: str) -> None:
-        if key in self._file_keys:
-            raise _refuse(name, "is both a file and a folder")
-        self._dir_keys.add(hash(key))
 
     def check_end(self) -> None:
         """Refuse an archive with no file at all when files were offered.

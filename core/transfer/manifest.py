@@ -16,8 +16,9 @@ Decisions:
 * Entry names follow the zip entry rules (:mod:`hilltop.transfer.entrynames`), checked here
   when the offer is parsed, so an unsafe manifest is refused before anything is accepted;
   as in a zip, only *empty* folders have an entry (``"DIR/empty/"``), others are implied by
-  their files. Two entries that one disk would merge (case, Unicode normalisation), a name
-  that is both a file and a folder, and a duplicate are refused too.
+  their files. Two names in one folder that one disk would merge (case, Unicode
+  normalisation: ``README`` and ``readme``, ``Dir/a`` and ``dir/b``), a name that is both a
+  file and a folder, and a duplicate are refused too.
 * ``mode`` (optional) is a wish, as a zip's is: :func:`hilltop.transfer.modes.received_mode`.
 * Why not a zip: the receiver then knows every name, size and count before it says yes (a
   zip's names come only as its bytes do), and there is nothing to parse on the data path.
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from hilltop.errors import ProtocolError, UnsafeOfferError
-from hilltop.transfer.entrynames import clash_key, safe_parts
+from hilltop.transfer.entrynames import Claims, safe_parts
 
 FILES_KIND: Final = "hilltop-files"
 MAX_MANIFEST_BYTES: Final = 7 * 512 * 1024
@@ -153,19 +154,15 @@ def checked_offer(entries: tuple[ManifestEntry, ...]) -> FilesOffer:
     (a name we will not create) or ProtocolError (a malformed manifest).
 
     Each path is normalised (``a//./b`` is ``a/b``); a folder entry must be empty-handed
-    (size 0); no two entries may share a :func:`clash_key`, and no file's key may be a
-    folder's (explicit, or implied by a longer path).
+    (size 0); no two names in one folder may clash, and no name may be both a file and a
+    folder (explicit, or implied by a longer path): :class:`Claims`.
     """
     if not entries:
         raise ProtocolError("peer sent a files offer with no entries")
     if len(entries) > MAX_ENTRIES:
         raise ProtocolError(f"peer sent a files offer of more than {MAX_ENTRIES} entries")
     cleaned: list[ManifestEntry] = []
-    seen: dict[str, str] = {}
-    # Hashes, not strings, as in the zip checker: a path 256 folders deep has 256 prefixes
-    # of up to 4,000 bytes each. A collision only refuses.
-    file_keys: set[int] = set()
-    folder_keys: set[int] = set()
+    claims = Claims()
     for entry in entries:
         parts = safe_parts(entry.path, _refuse)
         if not parts:
@@ -173,26 +170,11 @@ def checked_offer(entries: tuple[ManifestEntry, ...]) -> FilesOffer:
         path = "/".join(parts)
         if entry.is_dir and entry.size:
             raise _malformed(entry.path, "is a folder with a size")
-        key = clash_key(path)
-        if key in seen:
-            earlier = seen[key]
-            if earlier.endswith("/") != entry.is_dir:
-                raise _refuse(entry.path, "is both a file and a folder")
-            why = ("appears twice" if earlier.rstrip("/") == path else
-                   f"clashes with {ascii(earlier.rstrip('/'))} (one name on case-insensitive "
-                   "or Unicode-normalising disks)")
+        why = claims.claim(path, entry.is_dir)
+        if why is not None:
             raise _refuse(entry.path, why)
-        seen[key] = path + "/" if entry.is_dir else path
-        slash = key.find("/")
-        while slash >= 0:
-            folder_keys.add(hash(key[:slash]))
-            slash = key.find("/", slash + 1)
-        (folder_keys if entry.is_dir else file_keys).add(hash(key))
         cleaned.append(ManifestEntry(path + "/" if entry.is_dir else path, entry.size,
                                      entry.mode))
-    if file_keys & folder_keys:
-        both = next(p for p in cleaned if not p.is_dir and hash(clash_key(p.path)) in folder_keys)
-        raise _refuse(both.path, "is both a file and a folder")
     return FilesOffer(tuple(cleaned))
 
 

@@ -29,7 +29,8 @@ from hilltop.transfer.source import (
     Source,
     Unsendable,
     Walked,
-    changed_size,
+    Watch,
+    changed,
     check_utf8,
     folder_source,
     stat_argument,
@@ -118,7 +119,7 @@ def open_bundle(paths: list[str], *, cwd: str | None = None,
         real = os.path.realpath(typed)
         st = stat_argument(real, path)
         if stat.S_ISDIR(st.st_mode):
-            found = [(full, f"{name}/{rel}", s) for full, rel, s in walk(real, unsendable)]
+            found = list(walk(real, unsendable, prefix=name + "/"))
             walked.extend(found or [(real, name + "/", st)])  # an empty folder has an entry
         elif stat.S_ISREG(st.st_mode):
             if not os.access(real, os.R_OK):
@@ -149,8 +150,9 @@ def folder_label(parents: list[str], count: int) -> str:
 class FilesSource(Source):
     """The manifest's files, read back to back: exactly ``offer.numbytes`` bytes.
 
-    A file that changed size since it was listed fails the send (as inside a folder),
-    rather than shifting every file after it.
+    A file that changed size since it was listed, or was written while it was read, fails
+    the send (as inside a folder) before its last bytes leave, rather than shifting every
+    file after it or delivering a mix.
     """
 
     offer: FilesOffer
@@ -163,6 +165,7 @@ class FilesSource(Source):
         self._fd: int | None = None
         self._left = 0
         self._current = ""
+        self._watch: Watch | None = None
 
     def read(self, n: int) -> bytes:
         buffer = bytearray(max(0, min(n, self.size - self.position)))
@@ -179,9 +182,11 @@ class FilesSource(Source):
             assert self._fd is not None
             n = self._read(view[filled: filled + min(want - filled, self._left)])
             if not n:
-                raise changed_size(self._current)
+                raise changed(self._current)
             filled += n
             self._left -= n
+            if self._watch is not None:
+                self._watch.read(n)
             if not self._left:
                 self._close_current(check_end=True)
         self.position += filled
@@ -195,6 +200,7 @@ class FilesSource(Source):
         except OSError as err:
             raise UnsendableError(f"cannot read {path!r}: {err.strerror}") from None
         self._current, self._left = path, size
+        self._watch = Watch(self._fd, path)
 
     def _read(self, view: memoryview) -> int:
         assert self._fd is not None
@@ -209,7 +215,9 @@ class FilesSource(Source):
             return
         try:
             if check_end and os.read(fd, 1):
-                raise changed_size(self._current)
+                raise changed(self._current)
+            if check_end and self._watch is not None:
+                self._watch.check()
         except OSError as err:
             raise UnsendableError(f"cannot read {self._current!r}: {err.strerror}") from None
         finally:

@@ -15,7 +15,16 @@ locks are not available nothing is ever removed.
 A partial kept for resuming (``resume-v1``, :mod:`hilltop.transfer.resume`) has a record
 ``.NAME.hilltop-resume`` beside it. Other receives of that name leave it alone for
 :data:`hilltop.transfer.resume.KEEP_FOR` (they use the next name), unless told to drop it
-(``--no-resume``); a resumable receive takes it over (:func:`claim_resumable`).
+(``--no-resume``); a resumable receive takes it over (:func:`claim_resumable`). Once a
+complete file holds the name, a kept partial of it can never be continued, so it goes
+(:func:`drop_kept_before`).
+
+"Created exclusively" is the rule for every file written here: a new name is created with
+``O_EXCL`` (the record too: a fresh ``.new`` name, then a rename), and an existing file is
+written into only when it is a kept partial that is provably ours (:func:`is_ours`). The
+folder may be writable by others, and a hard link planted under one of our names would
+otherwise make us fill, and hand over, the file it links to (``O_NOFOLLOW`` stops symlinks,
+not hard links). Removing a name is always safe: it never touches the file behind it.
 """
 
 from __future__ import annotations
@@ -95,20 +104,46 @@ class Kept:
 
 
 def claim_resumable(directory: str, name: str, filename: str, filesize: int) -> Kept:
-    """Like :func:`claim_file`, but an unlocked partial under the name is taken over: kept
-    up to where it can continue the offer ``filename``/``filesize`` (its record matches),
-    else emptied. The descriptor reads and writes and sits at the offset."""
+    """Like :func:`claim_file`, but an unlocked partial of ours under the name
+    (:func:`is_ours`) is taken over: kept up to where it can continue the offer
+    ``filename``/``filesize`` (its record matches), else emptied. Anything else there is
+    removed if :func:`claim_file` would remove it (a new file is then created in its place),
+    or passed over. The descriptor reads and writes and sits at the offset."""
+    def make(path: str) -> int:
+        fd = os.open(path, OPEN_FLAGS & ~os.O_WRONLY | os.O_RDWR, 0o666)
+        _lock(fd)
+        return fd
+
+    def remove(path: str) -> None:
+        os.unlink(path)
+        remove_record(path)
+
     for path in _temp_names(directory, name, FILE_TAG):
         try:
-            fd = os.open(path, OPEN_FLAGS & ~os.O_WRONLY | os.O_RDWR, 0o666)
+            return Kept(path, make(path), 0, "")
         except FileExistsError:
             kept = _take_over(path, filename, filesize)
             if kept is not None:
                 return kept
+            if not _remove_if_stale(path, stat.S_ISREG, remove, resume.KEEP_FOR):
+                continue
+        try:  # the leftover is gone: its name is ours unless another receiver was quicker
+            return Kept(path, make(path), 0, "")
+        except FileExistsError:
             continue
-        _lock(fd)
-        return Kept(path, fd, 0, "")
     raise LocalError(f"too many leftover temporary files for {name!r} in {directory!r}")
+
+
+def is_ours(st: os.stat_result, record: resume.PartialRecord | None) -> bool:
+    """Whether the file ``st`` (an ``fstat`` of the open partial) is a partial this user's
+    receive created and may write into again: a regular file with no other link, owned by
+    us, whose record names it. A hard link to another file fails the link count, a file
+    someone else made fails the owner, and a partial swapped for another file fails the
+    record."""
+    geteuid = getattr(os, "geteuid", None)
+    return (stat.S_ISREG(st.st_mode) and st.st_nlink == 1
+            and (geteuid is None or st.st_uid == geteuid())
+            and record is not None and record.names_file(st.st_dev, st.st_ino))
 
 
 def _take_over(path: str, filename: str, filesize: int) -> Kept | None:
@@ -126,15 +161,13 @@ def _take_over(path: str, filename: str, filesize: int) -> Kept | None:
     except OSError:
         return None
     try:
-        if not _lock(fd) or not os.path.samestat(os.fstat(fd), st):
-            os.close(fd)
-            return None
+        held = os.fstat(fd) if _lock(fd) else None  # None: a live receiver holds it
         record = read_record(path)
-        age = time.time() - st.st_mtime
-        if record is None and age < STALE_AFTER:
-            os.close(fd)  # maybe a receiver between creating and locking it
+        if held is None or not os.path.samestat(held, st) or not is_ours(held, record):
+            os.close(fd)  # a live receiver's, or not ours: nothing is written into it
             return None
-        decision = resume.decide(record, st.st_size, filename, filesize, age)
+        decision = resume.decide(record, st.st_size, filename, filesize,
+                                 time.time() - st.st_mtime)
         os.ftruncate(fd, decision.offset)
         os.lseek(fd, decision.offset, os.SEEK_SET)
     except OSError:
@@ -143,17 +176,47 @@ def _take_over(path: str, filename: str, filesize: int) -> Kept | None:
     return Kept(path, fd, decision.offset, decision.why)
 
 
+def drop_kept_before(directory: str, name: str, part: str) -> int:
+    """Remove the partials kept for resuming under the hidden names tried before ``part``
+    (the temporary that has just become the complete file ``name``): with that name taken,
+    none of them can ever be continued. Only partials of ours (:func:`is_ours`) that no live
+    receiver holds go; returns the bytes they held."""
+    freed = 0
+    for path in _temp_names(directory, name, FILE_TAG):
+        if path == part:
+            break
+        if not os.path.lexists(record_path(path)):
+            continue
+        fd = _open_locked(path)
+        if fd is None:
+            continue  # gone, a symlink, or a live receiver's
+        try:
+            st = os.fstat(fd)
+            if is_ours(st, read_record(path)) and os.path.samestat(os.lstat(path), st):
+                os.unlink(path)
+                remove_record(path)
+                freed += st.st_size
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return freed
+
+
 def record_path(part: str) -> str:
     """``.NAME.hilltop-resume`` for ``.NAME.hilltop-part``."""
     return part[: -len(FILE_TAG)] + RECORD_TAG
 
 
 def write_record(part: str, record: resume.PartialRecord) -> None:
-    """Replace the record beside ``part`` in one rename, so a kill never leaves half of one."""
+    """Replace the record beside ``part`` in one rename, so a kill never leaves half of one.
+    The new record is a new file (``O_EXCL``): whatever was at its ``.new`` name (a kill's
+    leftover, or a planted hard link) is unlinked first, never written through."""
     path = record_path(part)
     new = path + ".new"
-    fd = os.open(new, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
-                 | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(new)
+    fd = os.open(new, OPEN_FLAGS, 0o600)
     try:
         data = memoryview(record.to_bytes())
         while data:

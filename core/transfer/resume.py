@@ -9,6 +9,11 @@ Decisions:
   record holds the offer identity (name and size as the sender offered them), how many bytes
   were written when it was last updated, and when. Nothing secret: no code, no key, no hash
   of the data (a later sender proves the prefix; the receiver never tells what it holds).
+* **Whose partial.** The record also names the partial's file (device and inode). A later
+  receive writes into a kept partial only if it is still that file, a regular file with one
+  link, owned by us (:func:`hilltop.transfer.partials.claim_resumable`): anyone who can
+  write to the folder can plant a hard link to another file under the hidden name, and
+  writing into it would fill (and hand over) that other file.
 * **How far to continue.** From the partial's length on disk (capped below the size): every
   byte in it arrived through authenticated records and was written in order, and whatever
   a crash might have damaged is caught by the proof, which then restarts from zero.
@@ -67,11 +72,18 @@ class PartialRecord:
     filesize: int
     on_disk: int
     updated: float
+    device: int | None = None
+    """``st_dev`` and ``st_ino`` of the partial this record belongs to (None in a record
+    written before they were kept: such a partial is never written into again)."""
+    inode: int | None = None
 
     def to_bytes(self) -> bytes:
-        return json.dumps({"hilltop-resume": RECORD_VERSION, "filename": self.filename,
-                           "filesize": self.filesize, "on_disk": self.on_disk,
-                           "updated": round(self.updated, 3)}).encode("utf-8")
+        body: dict[str, Any] = {"hilltop-resume": RECORD_VERSION, "filename": self.filename,
+                                "filesize": self.filesize, "on_disk": self.on_disk,
+                                "updated": round(self.updated, 3)}
+        if self.device is not None and self.inode is not None:
+            body.update(device=self.device, inode=self.inode)
+        return json.dumps(body).encode("utf-8")
 
     @classmethod
     def from_bytes(cls, data: bytes) -> PartialRecord | None:
@@ -89,10 +101,17 @@ class PartialRecord:
         if not isinstance(name, str) or not _count(size) or not _count(on_disk) \
                 or not isinstance(updated, int | float) or isinstance(updated, bool):
             return None
-        return cls(name, size, on_disk, float(updated))
+        device, inode = obj.get("device"), obj.get("inode")
+        if not (_count(device) and _count(inode)):
+            device = inode = None
+        return cls(name, size, on_disk, float(updated), device, inode)
 
     def matches(self, filename: str, filesize: int) -> bool:
         return self.filename == filename and self.filesize == filesize
+
+    def names_file(self, device: int, inode: int) -> bool:
+        """This record was written for the file ``device``/``inode``."""
+        return self.device == device and self.inode == inode
 
 
 @dataclass(frozen=True)

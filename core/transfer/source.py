@@ -21,8 +21,10 @@ Choices that differ from, or pin down, official 0.24:
 * Anything unsendable raises :class:`~hilltop.errors.UnsendableError` while the offer is being
   built, before the peer hears of it. With ``skip_unsendable=True`` (the CLI's
   ``--ignore-unsendable-files``) it is left out and listed in :attr:`Source.skipped`.
-* If a file changes size after the offer was made, reading fails with ``UnsendableError``
-  instead of sending a stream whose length disagrees with the offer.
+* If a file changes size after the offer was made, or is written while it is read (same
+  size, new bytes), reading fails with ``UnsendableError`` (:class:`Watch`) before
+  the transfer's last bytes leave, instead of sending a stream whose length disagrees with
+  the offer or a mix of old and new bytes. Nothing is re-sent: the user sends it again.
 
 Hashing is the transit layer's job (it hashes what it actually sends); this module only reads.
 """
@@ -38,6 +40,7 @@ from collections.abc import Callable, Generator, Iterator
 from typing import BinaryIO
 
 from hilltop.errors import UnsendableError
+from hilltop.transfer.entrynames import MAX_PATH_BYTES, MAX_PATH_DEPTH, clash_key
 from hilltop.transfer.manifest import FilesOffer
 from hilltop.transfer.offers import DIRECTORY_MODE, DirectoryOffer, FileOffer
 from hilltop.transfer.resume import PrefixProof
@@ -94,9 +97,19 @@ class Source:
 class FileSource(Source):
     """A regular file (or a block device, sent as a file as official does)."""
 
-    def __init__(self, offer: FileOffer, path: str, fileobj: BinaryIO) -> None:
+    def __init__(self, offer: FileOffer, path: str, fileobj: BinaryIO,
+                 watch: Watch | None = None) -> None:
         super().__init__(offer, path)
         self._file = fileobj
+        self._watch = watch  # None: not a regular file we opened (a device, a caller's object)
+
+    def _watch_read(self, got: int) -> None:
+        """Fail if the file was written meanwhile (:class:`Watch`): now and then, and always
+        before the last bytes go out."""
+        if self._watch is not None:
+            self._watch.read(got)
+            if self.position + got >= self.size:
+                self._watch.check()
 
     def read(self, n: int) -> bytes:
         want = min(n, self.size - self.position)
@@ -110,6 +123,7 @@ class FileSource(Source):
             # A file that grew is sent only up to the offered size (the receiver gets exactly
             # what it accepted); one that shrank cannot be honoured.
             raise UnsendableError(f"{self.path!r} got shorter while it was being sent")
+        self._watch_read(len(data))
         self.position += len(data)
         return data
 
@@ -126,6 +140,7 @@ class FileSource(Source):
             raise UnsendableError(f"cannot read {self.path!r}: {err.strerror}") from None
         if not got:
             raise UnsendableError(f"{self.path!r} got shorter while it was being sent")
+        self._watch_read(got)
         self.position += got
         return got
 
@@ -244,8 +259,55 @@ class DirectorySource(Source):
             self._pieces_left.close()  # closes the big file being read, if any
 
 
-def changed_size(path: str) -> UnsendableError:
-    return UnsendableError(f"{path!r} changed size while it was being sent")
+def changed(path: str) -> UnsendableError:
+    """The one error for a file whose size or contents changed while it was being sent."""
+    return UnsendableError(f"{path!r} changed while it was being sent; send it again once "
+                           "nothing is writing to it")
+
+
+WATCH_EVERY = 64 * 1024 * 1024
+"""Bytes read between two looks at a file being sent: a big file written meanwhile fails
+within this much, not only at its end; one fstat per 64 MiB costs nothing."""
+
+
+class Watch:
+    """Whether a file being sent is written meanwhile.
+
+    Why: a file overwritten in place at the same size while it is read would arrive as a
+    mix of old and new bytes that both sides call a success (official 0.24 does). As
+    ``tar`` ("file changed as we read it"), the file's stat when opened (size, mtime and
+    ctime in ns, inode, device) is compared with a fresh one every :data:`WATCH_EVERY`
+    bytes and before the file's last bytes leave, so the receiver never has all of a
+    mix. Any write moves mtime and ctime, to the filesystem's timestamp resolution.
+    """
+
+    def __init__(self, fd: int, path: str, opened: os.stat_result | None = None) -> None:
+        self._fd = fd
+        self._path = path
+        self._before = _noted(opened or self._fstat())
+        self._unchecked = 0
+
+    def read(self, n: int) -> None:
+        """``n`` more bytes were read: look again if it is time to."""
+        self._unchecked += n
+        if self._unchecked >= WATCH_EVERY:
+            self.check()
+
+    def check(self) -> None:
+        """Raise :func:`changed` if the file was written since it was opened."""
+        self._unchecked = 0
+        if _noted(self._fstat()) != self._before:
+            raise changed(self._path)
+
+    def _fstat(self) -> os.stat_result:
+        try:
+            return os.fstat(self._fd)
+        except OSError as err:
+            raise UnsendableError(f"cannot read {self._path!r}: {err.strerror}") from None
+
+
+def _noted(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
 
 
 def stat_argument(real: str, typed: str) -> os.stat_result:
@@ -267,7 +329,7 @@ def _open_without_blocking(path: str) -> int:
 
 
 def _open_for_reading(path: str) -> int:
-    # a FIFO opened here (inside a folder) reads as empty: "changed size"
+    # a FIFO opened here (inside a folder) reads as empty: "changed while it was being sent"
     try:
         return _open_without_blocking(path)
     except OSError as err:
@@ -286,16 +348,18 @@ def _read_whole(path: str, room: memoryview, size: int) -> memoryview:
     file that grew is noticed)."""
     fd = _open_for_reading(path)
     try:
+        watch = Watch(fd, path)
         got = 0
         while got < len(room):
             n = _read_into(fd, path, room[got:])
             if not n:
                 break
             got += n
+        if got != size:
+            raise changed(path)
+        watch.check()
     finally:
         os.close(fd)
-    if got != size:
-        raise changed_size(path)
     return room[:size]
 
 
@@ -307,21 +371,28 @@ class _Streamed:
         self.left = size
         self.crc = 0
         self._fd: int | None = _open_for_reading(path)
+        try:
+            self._watch = Watch(self._fd, path)
+        except UnsendableError:
+            self.close()
+            raise
 
     def read_into(self, view: memoryview) -> int:
         assert self._fd is not None
         into = view[: self.left]
         n = _read_into(self._fd, self.path, into)
         if not n:
-            raise changed_size(self.path)
+            raise changed(self.path)
         self.crc = zlib.crc32(into[:n], self.crc)
         self.left -= n
+        self._watch.read(n)
         return n
 
     def check_ended(self) -> None:
         assert self._fd is not None
         if _read_into(self._fd, self.path, memoryview(bytearray(1))):
-            raise changed_size(self.path)
+            raise changed(self.path)
+        self._watch.check()  # the zip's end is still to come: a mix never arrives whole
 
     def close(self) -> None:
         if self._fd is not None:
@@ -350,9 +421,12 @@ def open_source(path: str, *, cwd: str | None = None,
     if not _is_sendable_file(st):
         raise UnsendableError(f"cannot send {path!r}: not a regular file or directory")
     fileobj, st = _open_file(real, path)
-    size = st.st_size if stat.S_ISREG(st.st_mode) else fileobj.seek(0, os.SEEK_END)
+    if stat.S_ISREG(st.st_mode):
+        size, watch = st.st_size, Watch(fileobj.fileno(), real, st)
+    else:  # a block device: its node's times do not follow writes to it
+        size, watch = fileobj.seek(0, os.SEEK_END), None
     fileobj.seek(0)
-    return FileSource(FileOffer(name, size), real, fileobj)
+    return FileSource(FileOffer(name, size), real, fileobj, watch)
 
 
 def _is_sendable_file(st: os.stat_result) -> bool:
@@ -432,24 +506,30 @@ def folder_source(path: str, name: str, walked: list[Walked],
     return DirectorySource(offer, path, layout, paths, skipped)
 
 
-def walk(root: str, unsendable: Callable[[str, str], None]
-          ) -> Iterator[tuple[str, str, os.stat_result]]:
-    """Yield ``(path, arcname, stat)`` for each entry (a folder's arcname ends with "/").
+def walk(root: str, unsendable: Callable[[str, str], None], *, prefix: str = ""
+         ) -> Iterator[tuple[str, str, os.stat_result]]:
+    """Yield ``(path, arcname, stat)`` for each entry (a folder's arcname ends with "/"),
+    arcnames starting with ``prefix`` ("" or a name and "/").
 
-    Top-down and sorted, so zips of the same tree are the same.
+    Top-down and sorted, so zips of the same tree are the same. Iterative, not
+    ``os.walk`` (which recursed once per level on Python 3.11: a tree 1,500 folders deep
+    raised RecursionError). What a hilltop receiver refuses (:mod:`hilltop.transfer.entrynames`)
+    is unsendable here, before the code is shown: a name that clashes with a sibling's, and
+    a path nested more than :data:`MAX_PATH_DEPTH` levels or longer than
+    :data:`MAX_PATH_BYTES`; the walk goes no deeper than that limit.
     """
     def key(st: os.stat_result) -> tuple[int, int]:
         return (st.st_dev, st.st_ino)
 
     visited = {key(os.stat(root))}
-    folder_stats: dict[str, os.stat_result] = {}  # of folders found but not walked yet
-    base = root.rstrip(os.sep) + os.sep  # os.walk's paths start with it (relpath: 0.1 s/10k)
-
-    def on_error(err: OSError) -> None:
-        unsendable(str(err.filename or root), err.strerror or str(err))
-
-    for dirpath, dirnames, filenames in os.walk(root, onerror=on_error, followlinks=True):
-        dirnames.sort()
+    # (folder path, its arcname without the trailing "/", its stat; None for root)
+    todo: list[tuple[str, str, os.stat_result | None]] = [(root, prefix.rstrip("/"), None)]
+    while todo:
+        dirpath, folder, folder_stat = todo.pop()
+        listed = _listed(dirpath, unsendable)
+        if listed is None:
+            continue  # unreadable: reported, and not sent as an empty folder
+        dirnames, filenames = listed
         keep = []
         for dirname in dirnames:
             full = os.path.join(dirpath, dirname)
@@ -461,24 +541,75 @@ def walk(root: str, unsendable: Callable[[str, str], None]
             if key(st) in visited:
                 continue  # a symlink loop, or a second link to a directory already sent
             visited.add(key(st))
-            keep.append(dirname)
-            folder_stats[full] = st
-        dirnames[:] = keep
+            rel = f"{folder}/{dirname}" if folder else dirname
+            if _fits(rel, full, unsendable):
+                keep.append((full, rel, st))
         sent_any = False
-        folder = dirpath[len(base):]  # "" for root itself
-        folder_stat = folder_stats.pop(dirpath, None)
-        for filename in sorted(filenames):
+        for filename in filenames:
             full = os.path.join(dirpath, filename)
             rel = f"{folder}/{filename}" if folder else filename
             file_st = _sendable_file(full, unsendable)
-            if file_st is not None and _utf8_ok(rel, full, unsendable):
+            if (file_st is not None and _utf8_ok(rel, full, unsendable)
+                    and _fits(rel, full, unsendable)):
                 sent_any = True
                 yield full, rel, file_st
         # Only empty directories get an entry (others are implied by their contents), exactly
         # as official senders do: see the module docstring for why.
-        if (folder and folder_stat and not sent_any and not dirnames
+        if (folder_stat and not sent_any and not keep
                 and _utf8_ok(folder, dirpath, unsendable)):
             yield dirpath, folder + "/", folder_stat
+        todo.extend(reversed(keep))  # popped in sorted order: depth first, as os.walk
+
+
+def _listed(dirpath: str, unsendable: Callable[[str, str], None]
+            ) -> tuple[list[str], list[str]] | None:
+    """The sorted names of the folders and of everything else in ``dirpath`` (links
+    followed, as ``os.walk(followlinks=True)`` sorts them), leaving out, as unsendable,
+    any name that clashes with an earlier sibling's (the rule of
+    :class:`hilltop.transfer.entrynames.Claims`); None (reported) if it cannot be read."""
+    try:
+        with os.scandir(dirpath) as entries:
+            found = sorted((entry.name, _is_dir(entry)) for entry in entries)
+    except OSError as err:
+        unsendable(dirpath, err.strerror or str(err))
+        return None
+    dirnames: list[str] = []
+    filenames: list[str] = []
+    claimed: dict[str, str] = {}
+    for name, is_dir in found:
+        key = clash_key(name)
+        earlier = claimed.get(key)
+        if earlier is not None:
+            unsendable(os.path.join(dirpath, name),
+                       f"clashes with {ascii(earlier)} (one name on case-insensitive or "
+                       "Unicode-normalising disks)")
+            continue
+        claimed[key] = name
+        (dirnames if is_dir else filenames).append(name)
+    return dirnames, filenames
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False  # reported when it is looked at as a file
+
+
+def _fits(rel: str, full: str, unsendable: Callable[[str, str], None]) -> bool:
+    """Whether ``rel`` is shallow and short enough for a hilltop receiver to create."""
+    if rel.count("/") >= MAX_PATH_DEPTH:
+        unsendable(_abridged(full), f"is nested more than {MAX_PATH_DEPTH} folders deep")
+        return False
+    if len(rel.encode("utf-8", errors="surrogateescape")) > MAX_PATH_BYTES:
+        unsendable(_abridged(full), f"has a path longer than {MAX_PATH_BYTES} bytes")
+        return False
+    return True
+
+
+def _abridged(path: str) -> str:
+    """A path short enough for one line of an error message."""
+    return path if len(path) <= 160 else f"{path[:60]}...{path[-60:]}"
 
 
 def _utf8_ok(rel: str, full: str, unsendable: Callable[[str, str], None]) -> bool:

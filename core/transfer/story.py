@@ -62,6 +62,7 @@ def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions) -
         from hilltop.webrtc.settings import WebRTCSettings
 
         settings = settings.updated(WebRTCSettings, signalling=MailboxSignalling(w))
+    settings = settings.with_(punch_settings(w, options))
     return TransitRunner(
         reactor,
         role,  # type: ignore[arg-type]
@@ -75,6 +76,21 @@ def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions) -
         options=dict(options.plugin_options),
         on_attempt=options.on_attempt,
     )
+
+
+def punch_settings(w: Wormhole, options: TransitOptions) -> Any:
+    """Where the hole punch dials from and what it advertises: the mailbox connection's local
+    address and what the server saw of it, or the STUN servers configured for WebRTC (one
+    list of STUN servers for both, from ``--stun`` or ``[webrtc] stun``)."""
+    from hilltop.transit.punch import PunchSettings, stun_endpoint
+    from hilltop.webrtc.settings import WebRTCSettings
+
+    seen = getattr(w, "your_address", None)
+    local = getattr(w, "mailbox_local_address", None)
+    webrtc = options.settings.get(WebRTCSettings) or WebRTCSettings()
+    stun = tuple(stun_endpoint(s.urls) for s in webrtc.ice_servers if s.urls.startswith("stun:"))
+    return PunchSettings(public=(seen.host, seen.port) if seen is not None else None,
+                         local=local, stun=stun)
 
 
 def parse_peer_hints(runner: TransitRunner, msg: offers.TransitMsg) -> list[Any]:
@@ -98,8 +114,9 @@ def transit_message(runner: TransitRunner, hints: Sequence[Any]) -> bytes:
     from hilltop.hints import hints_to_wire
 
     types = dict.fromkeys(t for lt in runner.transports.loaded for t in lt.info.hint_types)
-    if not any(h.type == "webrtc-v1" for h in hints):  # say it only to a peer that speaks it
-        types.pop("webrtc-v1", None)
+    for extension in ("webrtc-v1", "tcp-punch-v1"):  # say it only when we use it
+        if not any(h.type == extension for h in hints):
+            types.pop(extension, None)
     abilities = [{"type": t} for t in types]
     return offers.TransitMsg(tuple(abilities), tuple(hints_to_wire(list(hints)))).to_wire()
 

@@ -16,7 +16,12 @@ Timing follows the official client (protocol summary §5.5), with every number c
 
 Winning: the *sender* takes the first attempt whose handshake is Ready (it says go there and
 nevermind on any that become ready later); the *receiver* takes the first attempt that got go.
-Every other started attempt is cancelled.
+Every other started attempt is cancelled. One exception prefers a direct path: a relayed
+attempt (tier above 0) that is ready while a direct one (a dial of tier 0, or an inbound
+connection) is still running waits up to ``direct_grace`` (0.5 s) for it, so a hole punch that
+completes a few hundred milliseconds after the relay still carries the bulk; it wins at once
+when the last direct attempt fails. The time to the first byte over a relay thus grows by at
+most ``direct_grace``.
 
 Losing early: the race fails as soon as no attempt is running or scheduled *and nothing more
 can arrive*. Our dials are all known up front (the peer's hints came before the race), so
@@ -58,6 +63,7 @@ class RaceConfig:
     tier_step: float = 2.0
     attempt_timeout: float = 60.0
     overall_timeout: float = 120.0
+    direct_grace: float = 0.5
 
 
 # -- actions ---------------------------------------------------------------------------------------
@@ -133,6 +139,7 @@ class _Attempt:
     state: AttemptState = AttemptState.SCHEDULED
     deadline: float | None = None
     reason: str = ""
+    tier: int = 0
 
     def move(self, event: str) -> None:
         self.state = move(ATTEMPT_MOVES, self.state, event)
@@ -169,6 +176,8 @@ class Race:
         self._overall = now + self.config.overall_timeout
         self.finished = False
         self.winner: Hashable | None = None
+        self._held: list[Hashable] = []  # sender: ready relayed attempts waiting for a direct one
+        self._held_until: float | None = None
         self._schedule(list(candidates), now)
         self.handle_timer(now)
 
@@ -183,6 +192,8 @@ class Race:
         if self.finished:
             return None
         times = [self._overall]
+        if self._held_until is not None:
+            times.append(self._held_until)
         for a in self._attempts.values():
             if a.state is AttemptState.SCHEDULED:
                 times.append(a.start_at)
@@ -201,6 +212,10 @@ class Race:
         if now >= self._overall:
             self._fail_race(f"no transit connection within {self.config.overall_timeout:g} s")
             return
+        if self._held_until is not None and now >= self._held_until:
+            self._release_held()
+            if self.finished:
+                return
         for a in sorted(self._attempts.values(), key=lambda a: a.start_at):
             if a.state is AttemptState.SCHEDULED and a.start_at <= now:
                 a.move("start")
@@ -210,6 +225,8 @@ class Race:
                 a.move("fail")
                 a.reason = "timed out"
                 self._actions.append(Cancel(a.key, "timed out"))
+        if self._held and not self.finished and not self._direct_running():
+            self._release_held()
         self._check_exhausted()
 
     def inbound(self, key: Hashable, now: float, label: str = "") -> None:
@@ -234,6 +251,29 @@ class Race:
             a.move("cancel")
             self._actions.append(Cancel(key, "another connection won"))
             return
+        if self.role == "sender" and a.tier > 0 and self._direct_running():
+            if key not in self._held:
+                self._held.append(key)
+            if self._held_until is None:
+                self._held_until = now + self.config.direct_grace
+            return
+        self._win(a)
+
+    def _direct_running(self) -> bool:
+        return any(a.tier == 0 and a.state is AttemptState.RUNNING
+                   for a in self._attempts.values())
+
+    def _release_held(self) -> None:
+        """The grace is over, or no direct attempt is left: the first held relay wins."""
+        self._held_until = None
+        held, self._held = self._held, []
+        for key in held:
+            if self._attempts[key].state is AttemptState.RUNNING:
+                self._win(self._attempts[key])
+                return
+
+    def _win(self, a: _Attempt) -> None:
+        key = a.key
         if self.role == "sender":
             self._actions.append(SendGo(key))
         a.move("win")
@@ -249,6 +289,8 @@ class Race:
             return
         a.move("fail")
         a.reason = reason
+        if self._held and not self._direct_running():
+            self._release_held()
         self._check_exhausted()
 
     def cancel_all(self, reason: str) -> None:
@@ -266,7 +308,7 @@ class Race:
             if c.key in self._attempts:
                 raise ValueError(f"duplicate candidate key {c.key!r}")
             at = (now if c.tier == 0 else start_of[(c.tier, -c.priority)]) + max(0.0, c.delay)
-            self._attempts[c.key] = _Attempt(c.key, c.label or str(c.key), at)
+            self._attempts[c.key] = _Attempt(c.key, c.label or str(c.key), at, tier=c.tier)
 
     def _check_exhausted(self) -> None:
         if self.finished or self.listening:

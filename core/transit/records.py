@@ -202,8 +202,9 @@ class RecordOpener:
         view = memoryview(frame)
         nonce = bytes(view[:NONCE_SIZE])
         if nonce != _nonce(self.expected):
-            got = int.from_bytes(nonce, "big")
-            raise BadRecordError(f"transit record has nonce {got}, expected {self.expected}")
+            raise BadRecordError(f"transit record out of order (nonce "
+                                 f"{_short_count(int.from_bytes(nonce, 'big'))}, "
+                                 f"expected {self.expected})")
         n = size - NONCE_SIZE - TAG_SIZE
         if _lib is None:  # pragma: no cover
             try:
@@ -228,6 +229,12 @@ class RecordOpener:
         if target is out:
             return memoryview(target)[:n]
         return bytes(target[:n]) if n != len(target) else bytes(target)
+
+
+def _short_count(n: int) -> str:
+    """A record counter as it fits in an error line: forged or garbled nonces are 24 random
+    bytes, up to 58 digits, which say nothing more in full than ``3.8e+57`` does."""
+    return str(n) if n < 10**9 else f"{n:.1e}"
 
 
 def checked_frame_size(size: int, limit: int = MAX_RECORD_SIZE) -> int:

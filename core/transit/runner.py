@@ -12,11 +12,13 @@ Usage by the file-transfer layer (hints must travel through the mailbox before c
     await runner.stop()
 
 Every attempt runs :class:`hilltop.transit.handshake.Handshake` over whatever stream its transport
-returned; the race decides who wins. Losers are closed, pending dials cancelled, listeners
-stopped and our timer cancelled as soon as the race ends; :meth:`TransitRunner.stop` waits
-until all of that has really happened. The runner never sees a record: the transit key only
-makes the handshake lines, and the record cipher is the caller's choice
-(:mod:`hilltop.transit.connection`).
+returned; the race decides who wins. Relay hints, ours and the peer's, first go through
+:func:`hilltop.transit.relayplan.plan` (merged, capped, ordered): the race sees them as one
+priority group whose members carry their stagger as a start delay. Losers are closed,
+pending dials cancelled, listeners stopped and our timer cancelled as soon as the race ends;
+:meth:`TransitRunner.stop` waits until all of that has really happened. The runner never sees
+a record: the transit key only makes the handshake lines, and the record cipher is the
+caller's choice (:mod:`hilltop.transit.connection`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from hilltop.hookspecs import Role, TransitSession
 from hilltop.streams import ByteStream, OnData, OnLost
 from hilltop.transit import handshake as hs
 from hilltop.transit import race as rc
+from hilltop.transit import relayplan
 from hilltop.transit.options import AttemptNote
 from hilltop.transit.plugins import HookTimeouts, LoadedTransport, Transports, load_transports
 from hilltop.transit.settings import TransportSettings
@@ -237,13 +240,19 @@ class TransitRunner:
             return
         candidates: list[rc.Candidate] = []
         seen: set[Any] = set()
-        targets: list[Hint] = []
-        for hint in peer_hints:
-            targets += hint.split() if isinstance(hint, relay_v1.Hint) else [hint]
+        targets: list[tuple[Hint, float | None]] = []  # (hint, relay plan offset)
+        peer_relays = [h for h in peer_hints if isinstance(h, relay_v1.Hint)]
+        targets += [(h, None) for h in peer_hints if not isinstance(h, relay_v1.Hint)]
+        own_relays: list[relay_v1.Hint] = []
         for transport, hint in self._own:  # our own relays: we meet the peer there
-            if transport.info.relay:
-                targets += hint.split() if isinstance(hint, relay_v1.Hint) else [hint]
-        for hint in targets:
+            if transport.info.relay and isinstance(hint, relay_v1.Hint):
+                own_relays.append(hint)
+            elif transport.info.relay:
+                targets.append((hint, None))
+        sender, receiver = ((own_relays, peer_relays) if self.role == "sender"
+                            else (peer_relays, own_relays))
+        targets += [(d.hint, d.offset) for d in relayplan.plan(sender, receiver)]
+        for hint, offset in targets:
             ident = (hint.type, str(hint))
             if ident in seen:
                 continue
@@ -256,8 +265,12 @@ class TransitRunner:
             label = f"{owners[0].name} {hint}"
             self._attempts[key] = _Attempt(key, label, None, hint=hint)
             info = owners[0].info
-            candidates.append(rc.Candidate(key, tier=info.tier, priority=hint.priority,
-                                           label=label, delay=info.start_delay))
+            if offset is None:
+                candidates.append(rc.Candidate(key, tier=info.tier, priority=hint.priority,
+                                               label=label, delay=info.start_delay))
+            else:  # the relay plan already ordered relays by priority: one group, staggered
+                candidates.append(rc.Candidate(key, tier=info.tier, priority=0.0, label=label,
+                                               delay=info.start_delay + offset))
         now = self._now()
         self._race = rc.Race(self.role, candidates, now, listening=self._listening,
                              config=self.config)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import click
 import pytest
+import pytest_twisted
 from click.testing import CliRunner
 from twisted.web.test.requesthelper import DummyRequest
 
@@ -102,10 +106,38 @@ def test_page_server_serves_nothing_else() -> None:
     (["send", "--browser", "--transports", "direct-tcp", "pyproject.toml"], "add it to"),
     (["send", "--browser", "--no-listen", "pyproject.toml"], "needs a TURN server"),
 ])
-def test_what_the_page_cannot_do_is_refused_up_front(args: list[str], message: str) -> None:
+@pytest.mark.parametrize("aiortc", [True, False], ids=["with-aiortc", "without-aiortc"])
+def test_what_the_page_cannot_do_is_refused_up_front(args: list[str], message: str,
+                                                     aiortc: bool,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A usage error is one whatever is installed (without aiortc it exited 1, not 2)."""
+    if not aiortc:
+        hide_aiortc(monkeypatch)
     result = CliRunner().invoke(cli, args, prog_name="wormhole")
     assert result.exit_code == 2, result.output
     assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def hide_aiortc(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "aiortc" else find_spec(name, *a))
+
+
+def test_without_aiortc_the_way_to_add_it_to_this_install_is_given(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """hilltop is not on the package index: ``pip install 'hilltop[webrtc]'`` finds nothing."""
+    hide_aiortc(monkeypatch)
+    result = CliRunner().invoke(cli, ["send", "--browser", "pyproject.toml"],
+                                prog_name="wormhole")
+    assert result.exit_code == 1, result.output
+    assert "pip install 'hilltop[webrtc]'" not in result.output
+    from hilltop.cli.extras import how_to_add
+
+    assert how_to_add("webrtc") in result.output and "-m pip install" in result.output
     assert "Traceback" not in result.output
 
 
@@ -132,8 +164,6 @@ def test_pip_install_ships_the_built_page(tmp_path: Path) -> None:
 
 
 def test_a_busy_port_is_a_clear_error() -> None:
-    import socket
-
     from twisted.internet import reactor
 
     from hilltop.cli.pageserver import PageServer
@@ -145,3 +175,80 @@ def test_a_busy_port_is_a_clear_error() -> None:
         port = taken.getsockname()[1]
         with pytest.raises(LocalError, match=f"cannot serve the browser page on 127.0.0.1:{port}"):
             PageServer(reactor, "127.0.0.1", port).start()
+
+
+async def _settle(condition: Any, deadline: float = 10.0) -> None:
+    """Let the reactor run until ``condition()`` holds, failing after ``deadline`` seconds."""
+    import time
+
+    from twisted.internet import reactor
+    from twisted.internet.task import deferLater
+
+    end = time.monotonic() + deadline
+    while not condition():
+        assert time.monotonic() < end, "the page server did not act in time"
+        await deferLater(reactor, 0.05, lambda: None)
+
+
+def _closed_by_server(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1, socket.MSG_DONTWAIT | socket.MSG_PEEK) == b""
+    except BlockingIOError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_page_port_holds_few_connections() -> None:
+    """300 idle connections under ``ulimit -n 256`` killed the sender: the page server holds
+    8 per address and 32 in all, and closes the others as soon as it accepts them."""
+    from twisted.internet import reactor
+
+    from hilltop.cli.pageserver import PAGE_LIMITS, PageServer
+
+    server = PageServer(reactor, "127.0.0.1")
+    port = server.start()
+    socks: list[socket.socket] = []
+    try:
+        for n in range(5):  # from 127.0.0.1 .. 127.0.0.5: all on loopback, to one server
+            for _ in range(PAGE_LIMITS.per_address + 2):
+                sock = socket.socket()
+                sock.bind((f"127.0.0.{n + 1}", 0))
+                sock.connect(("127.0.0.1", port))
+                socks.append(sock)
+        expected_refused = len(socks) - PAGE_LIMITS.total
+        await _settle(lambda: sum(map(_closed_by_server, socks)) >= expected_refused)
+        held = [s for s in socks if not _closed_by_server(s)]
+        assert len(held) == PAGE_LIMITS.total
+        by_address = {s.getsockname()[0] for s in held}
+        assert len(by_address) == PAGE_LIMITS.total // PAGE_LIMITS.per_address
+    finally:
+        for sock in socks:
+            sock.close()
+        await server.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_page_port_refuses_a_body_unread() -> None:
+    from twisted.internet import reactor
+
+    from hilltop.cli.pageserver import PageServer
+
+    server = PageServer(reactor, "127.0.0.1")
+    port = server.start()
+    try:
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1500000000\r\n\r\n"
+                         + b"x" * 65536)
+            reply: list[bytes] = []
+
+            def replied() -> bool:
+                with contextlib.suppress(BlockingIOError):
+                    reply.append(sock.recv(4096, socket.MSG_DONTWAIT))
+                return b"\r\n\r\n" in b"".join(reply)
+
+            await _settle(replied)
+            assert b"".join(reply).startswith(b"HTTP/1.1 413 ")
+    finally:
+        await server.stop()

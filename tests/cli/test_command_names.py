@@ -40,3 +40,36 @@ def test_receive_allocate_refuses_a_given_code(extra: list[str]) -> None:
     result = CliRunner().invoke(cli, ["receive", "--allocate", *extra], prog_name="wormhole")
     assert result.exit_code == 2, result.output
     assert "--allocate makes the code" in result.output
+
+
+def test_help_help_shows_no_developer_notes() -> None:
+    """``wormhole help --help`` used to show the docstring's note on why the command exists."""
+    shown = CliRunner().invoke(cli, ["help", "--help"], prog_name="wormhole")
+    assert shown.exit_code == 0, shown.output
+    assert "Show this message." in shown.output
+    assert "official" not in shown.output and "``" not in shown.output, shown.output
+
+
+def test_every_help_text_is_for_users() -> None:
+    """No command's ``--help`` carries reST markup or a path into the source tree (docs/...
+    is not installed with the package)."""
+    for args in (["--help"], ["send", "--help"], ["receive", "--help"], ["help", "--help"],
+                 ["ssh", "invite", "--help"], ["ssh", "accept", "--help"],
+                 ["transports", "--help"], ["completion", "--help"]):
+        shown = CliRunner().invoke(cli, args, prog_name="wormhole")
+        assert shown.exit_code == 0, (args, shown.output)
+        assert "``" not in shown.output and "docs/" not in shown.output, (args, shown.output)
+
+
+def test_version_names_the_protocol_it_speaks() -> None:
+    from hilltop import __version__
+    from hilltop.rendezvous import capabilities
+
+    shown = CliRunner().invoke(cli, ["--version"], prog_name="wormhole")
+    assert shown.exit_code == 0, shown.output
+    first, *rest = shown.output.splitlines()
+    assert first == f"hilltop, version {__version__}"  # unchanged: scripts read this line
+    said = "\n".join(rest)
+    assert "Magic Wormhole v1" in said and "transit v1" in said
+    for feature in capabilities.FEATURES:
+        assert feature in said, said

@@ -118,3 +118,42 @@ run(main)
     assert result.returncode == 1, result.stderr
     assert result.stderr == "ERROR: the peer went away\n"
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("error", [
+    "OSError(24, 'Too many open files')",
+    "LocalError('cannot reach the mailbox server') from "
+    "__import__('twisted.internet.error').internet.error.ConnectError(24, 'no fd')",
+])
+def test_out_of_descriptors_is_a_limit_not_a_bug(error: str, tmp_path: Path) -> None:
+    """Under ``ulimit -n 256`` a flood of connections made the sender die with "unexpected
+    OSError: [Errno 24] ... this is a bug in hilltop": it is one line and exit status 1."""
+    script = _SCRIPT.replace("    raise {error}",
+                             "    import resource\n"
+                             "    resource.setrlimit(resource.RLIMIT_NOFILE, (200, 200))\n"
+                             "    raise {error}")
+    result = _run(script.format(error=error), tmp_path)
+    assert result.returncode == 1
+    assert result.stderr == ("ERROR: too many open files: hilltop reached this process's limit "
+                             "(200); raise it (ulimit -n) or close other programs, and try "
+                             "again\n")
+    assert list(tmp_path.iterdir()) == []  # no bug report written
+
+
+def test_the_system_running_out_of_files_says_so() -> None:
+    from hilltop.cli.common import known_error
+    from hilltop.errors import OutOfFileDescriptors
+
+    known = known_error(OSError(23, "Too many open files in system"))
+    assert isinstance(known, OutOfFileDescriptors) and "the system" in str(known)
+    other = OSError(2, "No such file")
+    assert known_error(other) is other
+
+
+def test_a_logged_failure_out_of_descriptors_is_a_plain_warning(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    report_unexpected(OSError(24, "Too many open files"), "Traceback ...", fatal=False)
+    assert capsys.readouterr().err.startswith("Warning: too many open files: ")
+    assert list(tmp_path.iterdir()) == []

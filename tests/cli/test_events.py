@@ -129,3 +129,15 @@ def test_a_lost_mailbox_is_said_in_both_modes(json_mode: None,
     events.reconnecting(Reconnecting(retry_in=8.0, give_up_in=1.0, attempt=4))
     assert capsys.readouterr().err == ("Lost the connection to the mailbox server; giving up "
                                        "in 1 s\n")
+
+
+def test_the_json_help_lists_every_event_and_no_missing_file() -> None:
+    """``--json``'s help pointed at docs/json-events.md, which an installed copy lacks; it now
+    names the events itself, the schema's list exactly."""
+    import re
+
+    kinds = set(re.findall(r'"event": \{"const": "([a-z_]+)"\}', json.dumps(SCHEMA)))
+    assert kinds, "the schema's event names were not found"
+    listed = set(re.findall(r"[a-z_]+", events.JSON_HELP.split("(", 1)[1].split(")", 1)[0]))
+    assert listed == kinds
+    assert "docs/" not in events.JSON_HELP

@@ -71,15 +71,27 @@ def test_received_text_on_a_terminal_is_escaped() -> None:
     assert terminal.getvalue() == "line one\\x1b[2J\\x1b[H\nline two\n"
 
 
-def test_received_text_into_a_pipe_is_exact() -> None:
-    """``wormhole receive CODE > file`` stores what the sender sent; only lone surrogates,
-    which UTF-8 cannot carry, are written escaped."""
+def test_received_text_on_a_terminal_ends_its_line_once() -> None:
+    """The shell's prompt gets a line of its own, and a message's own newline is not doubled."""
+    terminal = _Terminal()
+    output.received_text("ends in a newline\n", terminal)
+    assert terminal.getvalue() == "ends in a newline\n"
+
+
+@pytest.mark.parametrize("message", ["abc", "abc\n", "abc\n\n", "", f"exact{CLEAR_SCREEN}\r\n"])
+def test_received_text_into_a_pipe_is_exact(message: str) -> None:
+    """``wormhole receive CODE > file`` stores what the sender sent and nothing more (no
+    newline added: ``printf abc | wormhole send --text -`` used to arrive as ``abc\\n``)."""
     pipe = io.StringIO()
-    output.received_text(f"exact{CLEAR_SCREEN}\r\n", pipe)
-    assert pipe.getvalue() == f"exact{CLEAR_SCREEN}\r\n\n"
+    output.received_text(message, pipe)
+    assert pipe.getvalue() == message
+
+
+def test_lone_surrogates_are_escaped_even_into_a_pipe() -> None:
+    """UTF-8 cannot carry them: written raw, printing would fail."""
     pipe = io.StringIO()
     output.received_text("half \ud83d pair", pipe)
-    assert pipe.getvalue() == "half \\ud83d pair\n"
+    assert pipe.getvalue() == "half \\ud83d pair"
 
 
 def test_status_and_error_lines_are_escaped(capsys: pytest.CaptureFixture[str]) -> None:

@@ -62,4 +62,18 @@ def test_the_bar_is_erased_when_the_transfer_fails() -> None:
         shown.update(3)
         raise RuntimeError("peer went away")
     # tqdm with leave=False blanks its line and returns to its start: no stale bar stays
-    assert re.search(r"\r +\r$", screen.getvalue())
+    assert re.search(r"\r +\r+$", screen.getvalue())
+
+
+def test_the_cursor_waits_at_the_start_of_the_bar_line() -> None:
+    """So the "^C" a terminal echoes lands inside the bar and is erased with it; at the end
+    of a full-width bar it wrapped to the next line, and the erase missed the bar."""
+    screen = FakeTerminal()
+    with transfer_progress(10, False, screen) as shown:
+        shown.connected("Receiving (->relay)...", "relay")
+        shown.update(3)
+        drawn = screen.getvalue()
+        assert "%|" in drawn and drawn.endswith("\r"), repr(drawn)
+        shown.line("a status line above the bar")
+        assert "a status line above the bar\r\n" in screen.getvalue()
+        assert screen.getvalue().endswith("\r")  # the bar redrawn, the cursor back at its start

@@ -423,13 +423,18 @@ def test_page_cache_writes_start_write_back_as_they_go(tmp_path: Path, monkeypat
     sink.without_direct_io()
     for i in range(0, len(data), 10_000):
         sink.write(data[i : i + 10_000])
-    deadline = time.monotonic() + 10  # the thread serves the latest request (or a later one)
-    while not any(end >= 256 * 1024 for _s, end, _t in asked) and time.monotonic() < deadline:
+    # Requests go out at the first write end 64 KiB past the last: 70,000, 140,000, 210,000;
+    # after that fewer than WRITEBACK_EVERY bytes are left and the step is WRITEBACK_LAST
+    # (1 MiB, more than the file). The thread may merge requests but serves the latest.
+    last_request = 210_000
+    deadline = time.monotonic() + 10
+    while not any(end == last_request for _s, end, _t in asked) and time.monotonic() < deadline:
         time.sleep(0.01)
+    ends = [end for _start, end, _thread in asked]
+    assert ends and ends[-1] == last_request, ends  # before finish(), which stops the thread
     sink.finish()
     assert (tmp_path / "f").read_bytes() == data
-    ends = [end for _start, end, _thread in asked]
-    assert 1 <= len(ends) <= 4 and ends == sorted(ends) and ends[0] >= 64 * 1024
+    assert len(ends) <= 3 and ends == sorted(ends) and ends[0] >= 64 * 1024
     assert all(b - a >= 64 * 1024 for a, b in zip(ends, ends[1:], strict=False))
     assert {start for start, _end, _thread in asked} == {0}
     assert threading.current_thread().name not in {thread for _s, _e, thread in asked}

@@ -519,6 +519,8 @@ HOSTILE = {
     "device": [("dev", b"", 0o20644)],
     "duplicate": [("x", b"one", 0o100644), ("x", b"two", 0o100644)],
     "duplicate-case": [("Readme", b"one", 0o100644), ("README", b"two", 0o100644)],
+    "folder-case": [("Dir/a", b"one", 0o100644), ("dir/b", b"two", 0o100644)],
+    "folder-entry-case": [("Dir/", b"", 0o40755), ("dir/b", b"two", 0o100644)],
     "duplicate-unicode-form": [("e\u0301", b"one", 0o100644), ("\u00e9", b"two", 0o100644)],
     "duplicate-dot": [("a/x", b"one", 0o100644), ("a/./x", b"two", 0o100644)],
     "file-then-dir": [("a", b"file", 0o100644), ("a/b", b"inside", 0o100644)],

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
+import re
 import stat
 import tempfile
 import threading
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from hilltop.errors import UnsendableError
+from hilltop.transfer import source as source_module
+from hilltop.transfer.manysource import open_bundle
 from hilltop.transfer.offers import DirectoryOffer, FileOffer
 from hilltop.transfer.source import DirectorySource, FileSource, open_source
 from hilltop.transfer.zipwriter import SMALL_MEMBER
@@ -153,12 +158,16 @@ def test_file_that_shrinks_while_sending(tmp_path: Path) -> None:
             read_all(source)
 
 
-def test_file_that_grows_sends_only_the_offered_size(tmp_path: Path) -> None:
+def test_file_that_grows_while_sending_fails(tmp_path: Path) -> None:
+    """Was: sent up to the offered size. Appending and overwriting look alike to stat, so a
+    file written while it is read fails the send (issue 27 item 25)."""
     (tmp_path / "f").write_bytes(b"x" * 10)
+    make_old(tmp_path / "f")
     with open_source(str(tmp_path / "f")) as source:
         with open(tmp_path / "f", "ab") as grow:
             grow.write(b"y" * 10)
-        assert read_all(source) == b"x" * 10
+        with pytest.raises(UnsendableError, match="changed while it was being sent"):
+            read_all(source)
 
 
 # --- directories ---------------------------------------------------------------------------------
@@ -398,9 +407,205 @@ def test_file_vanishing_inside_directory(tmp_path: Path) -> None:
             read_all(source)
 
 
+def _open_descriptors_of(path: Path) -> int:
+    fds = os.listdir("/proc/self/fd")
+    return sum(os.path.realpath(f"/proc/self/fd/{fd}") == os.path.realpath(path) for fd in fds)
+
+
 def test_close_before_reading_everything(tmp_path: Path) -> None:
+    """A transfer cut short closes the big file being streamed, and a second close is a no-op."""
     make_tree(tmp_path / "tree")
+    big = tmp_path / "tree" / "big.bin"
+    big.write_bytes(b"b" * BIG)
     source = open_source(str(tmp_path / "tree"))
-    source.read(10)
+    while _open_descriptors_of(big) == 0 and source.position < source.size:
+        source.read(64 * 1024)
+    assert _open_descriptors_of(big) == 1, "never got into the big file"
+    assert source.position < source.size
     source.close()
+    assert _open_descriptors_of(big) == 0
     source.close()
+    assert _open_descriptors_of(big) == 0
+
+
+# --- files written while they are read (issue 27 item 25) ------------------------------------
+
+def make_old(path: Path) -> None:
+    """Date ``path`` back a day: a write during the test then moves its mtime whatever the
+    filesystem's timestamp resolution (a coarse clock could otherwise hide a quick write)."""
+    old = path.stat().st_mtime - 86400
+    os.utime(path, (old, old))
+
+
+def overwrite_in_place(path: Path, data: bytes) -> None:
+    """Same size, new bytes, same inode: what an editor or a database does to a file."""
+    with open(path, "r+b") as f:
+        f.write(data)
+
+
+def test_a_file_overwritten_while_sent_fails_before_its_last_bytes(tmp_path: Path) -> None:
+    size = 300_000
+    (tmp_path / "f").write_bytes(b"a" * size)
+    make_old(tmp_path / "f")
+    with open_source(str(tmp_path / "f")) as source:
+        first = source.read(100_000)
+        overwrite_in_place(tmp_path / "f", b"b" * size)
+        with pytest.raises(UnsendableError, match="changed while it was being sent"):
+            while source.read(100_000):
+                pass
+        assert first == b"a" * 100_000
+        assert source.position < size  # the last bytes never left: no complete mix
+
+
+def test_an_unchanged_file_is_sent_whole(tmp_path: Path) -> None:
+    (tmp_path / "f").write_bytes(b"a" * 300_000)
+    make_old(tmp_path / "f")
+    with open_source(str(tmp_path / "f")) as source:
+        buffer = bytearray(65536)
+        got = bytearray()
+        while n := source.readinto(buffer):
+            got += buffer[:n]
+        assert bytes(got) == b"a" * 300_000
+
+
+@pytest.mark.parametrize("size", [1000, SMALL_MEMBER + 1], ids=["small", "streamed"])
+def test_a_folder_file_overwritten_while_read_fails_the_zip(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int) -> None:
+    """A small file is read whole in one go, a big one streamed: the rewrite lands between
+    two reads of it either way (after its first read)."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "f").write_bytes(b"a" * size)
+    make_old(tree / "f")
+    real_read_into = source_module._read_into
+    rewritten = []
+
+    def read_then_rewrite(fd: int, path: str, view: memoryview) -> int:
+        n = real_read_into(fd, path, view[:100])
+        if path.endswith("f") and not rewritten:
+            rewritten.append(path)
+            overwrite_in_place(tree / "f", b"b" * size)
+        return n
+
+    monkeypatch.setattr(source_module, "_read_into", read_then_rewrite)
+    with open_source(str(tree)) as source:
+        with pytest.raises(UnsendableError, match="'.*/f' changed while it was being sent"):
+            read_all(source, 4096)
+        assert rewritten and source.position < source.size
+
+
+def test_a_manifest_file_overwritten_while_read_fails_before_its_last_bytes(
+        tmp_path: Path) -> None:
+    for name in ("a.bin", "b.bin"):
+        (tmp_path / name).write_bytes(name[:1].encode() * 50_000)
+        make_old(tmp_path / name)
+    bundle = open_bundle(["a.bin", "b.bin"], cwd=str(tmp_path))
+    with bundle.files_source() as source:
+        buffer = bytearray(60_000)
+        assert source.readinto(buffer) == 60_000  # all of a.bin and the start of b.bin
+        overwrite_in_place(tmp_path / "b.bin", b"x" * 50_000)
+        with pytest.raises(UnsendableError, match="b.bin' changed while it was being sent"):
+            source.readinto(buffer)
+        assert source.position == 60_000
+
+
+# --- the case rule on the sender (issue 27 item 23) ------------------------------------------
+
+@pytest.mark.parametrize(("names", "clash"), [
+    (["README", "readme"], "/readme: clashes with 'README'"),
+    (["Dir/a", "dir/b"], "/dir: clashes with 'Dir'"),
+    (["cafe\u0301.txt", "caf\u00e9.txt"], "clashes with 'cafe\\u0301.txt'"),
+    (["Notes", "notes/x"], "/notes: clashes with 'Notes'"),
+])
+def test_names_one_disk_would_merge_are_refused_before_the_offer(
+        tmp_path: Path, names: list[str], clash: str) -> None:
+    """A hilltop receiver refuses them (:mod:`hilltop.transfer.entrynames`): say so before
+    the code is shown, or leave the later name out with --ignore-unsendable-files."""
+    tree = tmp_path / "tree"
+    for name in names:
+        (tree / name).parent.mkdir(parents=True, exist_ok=True)
+        (tree / name).write_text(name)
+    with pytest.raises(UnsendableError, match=re.escape(clash)):
+        open_source(str(tree))
+    with open_source(str(tree), skip_unsendable=True) as source:
+        assert len(source.skipped) == 1 and "clashes with" in source.skipped[0]
+        _, zf = zip_of(source)
+        assert zf.namelist() == [names[0]]
+
+
+def test_the_case_rule_holds_inside_an_argument_of_several(tmp_path: Path) -> None:
+    (tmp_path / "docs" / "Guide").mkdir(parents=True)
+    (tmp_path / "docs" / "guide").mkdir()
+    (tmp_path / "docs" / "Guide" / "a").write_text("a")
+    (tmp_path / "docs" / "guide" / "b").write_text("b")
+    (tmp_path / "other.txt").write_text("x")
+    with pytest.raises(UnsendableError, match="/guide: clashes with 'Guide'"):
+        open_bundle(["docs", "other.txt"], cwd=str(tmp_path))
+
+
+# --- deep trees (issue 27 item 24) -----------------------------------------------------------
+
+@contextlib.contextmanager
+def deep_tree(root: Path, depth: int) -> Iterator[None]:
+    """``root/d/d/.../d/f.txt``, ``depth`` folders deep, made through directory descriptors
+    (paths that long exceed PATH_MAX), and removed afterwards without deep paths either (the
+    tmp_path clean-up, shutil.rmtree, would recurse once per level)."""
+    root.mkdir()
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir("d", dir_fd=fd)
+            inner = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        os.close(os.open("f.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
+    finally:
+        os.close(fd)
+    try:
+        yield
+    finally:
+        # lift the grandchild up one level at a time, removing the child in between
+        while (root / "d").exists():
+            if (root / "d" / "d").exists():
+                os.rename(root / "d" / "d", root / "next")
+            for name in os.listdir(root / "d"):
+                os.unlink(root / "d" / name)
+            os.rmdir(root / "d")
+            if (root / "next").exists():
+                os.rename(root / "next", root / "d")
+
+
+@pytest.mark.parametrize("depth", [1_500, 10_000])
+def test_a_tree_deeper_than_the_limit_is_refused_clearly(tmp_path: Path, depth: int) -> None:
+    """os.walk recursed once per level: RecursionError, "a bug in hilltop"."""
+    with deep_tree(tmp_path / "tree", depth):
+        with pytest.raises(UnsendableError, match="nested more than 256 folders deep") as err:
+            open_source(str(tmp_path / "tree"))
+        assert len(str(err.value)) < 300  # one readable line, not a 20,000-byte path
+        with pytest.raises(UnsendableError, match="nested more than 256 folders deep"):
+            open_bundle(["tree"], cwd=str(tmp_path))
+
+
+def test_the_deepest_tree_a_receiver_takes_is_sent(tmp_path: Path) -> None:
+    """A path of 256 names (the receivers' limit, entrynames.MAX_PATH_DEPTH) goes; one more
+    level is refused, in a folder and with the argument's name in front of it."""
+    with deep_tree(tmp_path / "tree", 255):
+        with open_source(str(tmp_path / "tree")) as source:
+            _, zf = zip_of(source)
+            assert zf.namelist() == ["d/" * 255 + "f.txt"]
+        with pytest.raises(UnsendableError, match="nested more than 256 folders deep"):
+            open_bundle(["tree"], cwd=str(tmp_path))  # "tree/" + 255 folders + "f.txt"
+
+
+def test_a_big_file_written_while_sent_fails_long_before_its_end(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Looked at every WATCH_EVERY bytes (64 MiB; 1,000 here), not only at the end."""
+    monkeypatch.setattr(source_module, "WATCH_EVERY", 1000)
+    (tmp_path / "f").write_bytes(b"a" * 300_000)
+    make_old(tmp_path / "f")
+    with open_source(str(tmp_path / "f")) as source:
+        assert source.read(100_000) == b"a" * 100_000
+        overwrite_in_place(tmp_path / "f", b"b" * 10)
+        with pytest.raises(UnsendableError, match="changed while it was being sent"):
+            source.read(100_000)
+        assert source.position == 100_000

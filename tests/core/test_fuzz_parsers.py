@@ -182,7 +182,9 @@ hint_fields = st.dictionaries(
        st.lists(st.builds(lambda t, o: {**o, "type": t},
                           st.sampled_from(["direct-tcp-v1", "relay-v1", "tor-tcp-v1",
                                            "webrtc-v1"]) | scalars,
-                          hint_fields | st.builds(lambda o: {"hints": [o]}, hint_fields)),
+                          hint_fields | st.builds(lambda o: {"hints": [o]}, hint_fields)
+                          | st.builds(lambda o, t: {"hints": [{**o, "type": t}]}, hint_fields,
+                                      st.sampled_from(["websocket-v1", "websocket"]))),
                 max_size=3))
 def test_decoded_values(value: Any, hint_list: list[Any]) -> None:
     """A peer's ``app_versions``, its hints, and its resume request, as decoded JSON."""

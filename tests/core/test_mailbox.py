@@ -21,7 +21,7 @@ from hilltop.errors import (
     UnwelcomeError,
     WrongCodeError,
 )
-from hilltop.rendezvous import key
+from hilltop.rendezvous import key, messages
 from hilltop.rendezvous import mailbox as mb
 
 APPID = "lothar.com/wormhole/text-or-file-xfer"
@@ -347,10 +347,12 @@ def test_a_connection_that_lasted_starts_the_backoff_over() -> None:
 
 def test_first_connection_failure_is_fatal_and_clear() -> None:
     a = engine(12)
-    a.connection_lost(0.0)
+    a.connection_lost(0.0, attempt="ws://example.invalid:4000/v1: DNS lookup failed")
     evs = events(a)
     closed = of(mb.ClosedEvent, evs)
     assert isinstance(closed[0].error, ServerUnreachableError)
+    assert str(closed[0].error) == ("cannot reach the mailbox server "
+                                    "ws://example.invalid:4000/v1: DNS lookup failed")
     assert a.next_deadline() is None
 
 
@@ -371,6 +373,39 @@ def test_motd_is_reported() -> None:
     ca = server.connect(a)
     pump(ca)
     assert of(mb.WelcomeEvent, events(a)) == [mb.WelcomeEvent("be nice", "0.24.0")]
+
+
+def test_your_address_is_reported_and_replaced_on_reconnect() -> None:
+    """Server 0.8's ``your-address`` reaches the event and the engine (the hole punch's
+    public address); a reconnect forgets it until the new welcome says it again."""
+    server = FakeServer(welcome={"your-address": {"ipv4": "198.19.0.2", "port": 40123}})
+    a = engine(15)
+    ca = server.connect(a)
+    pump(ca)
+    seen = messages.SeenAddress("198.19.0.2", 40123)
+    assert of(mb.WelcomeEvent, events(a)) == [mb.WelcomeEvent(None, None, seen)]
+    assert a.your_address == seen
+    ca.drop(1.0)
+    a.handle_timer(100.0)  # past the reconnect delay
+    a.connected(100.0)
+    assert a.your_address is None
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ({"ipv6": "2001:db8::7", "port": 5}, messages.SeenAddress("2001:db8::7", 5)),
+    ({"ipv6": "::ffff:198.19.0.3", "port": 6}, messages.SeenAddress("198.19.0.3", 6)),
+    ({"ipv4": "198.19.0.3", "port": "6"}, messages.SeenAddress("198.19.0.3", 6)),
+    ({"ipv4": "2001:db8::7", "port": 5}, None),
+    ({"ipv4": "not an address", "port": 5}, None),
+    ({"ipv4": "198.19.0.3", "port": 0}, None),
+    ({"ipv4": "198.19.0.3", "port": True}, None),
+    ({"ipv4": "198.19.0.3"}, None),
+    ({"port": 5}, None),
+    ("198.19.0.3:5", None),
+    (None, None),
+])
+def test_your_address_is_parsed_leniently(value: object, expected: object) -> None:
+    assert messages.parse_your_address(value) == expected
 
 
 def test_crowded_nameplate_is_a_clear_server_error() -> None:
@@ -670,6 +705,12 @@ def test_a_connection_the_server_broke_is_fatal_not_retried() -> None:
     a = engine(35)
     server.connect(a, now=0.0)
     a.set_code("4-x-y")
-    a.connection_lost(3.0, ProtocolError("the mailbox server sent a message over 16.8 MB"))
-    assert closed_error(a) is not None
+    broke = ProtocolError("the mailbox server sent a message over 16.8 MB")
+    a.connection_lost(3.0, broke)
+    [closed] = of(mb.ClosedEvent, events(a))
+    assert closed.error is broke and closed.mood == "errory"  # the shell's reason, unchanged
     assert a.link is mb.Link.GONE and a.next_deadline() is None
+    a.handle_timer(100.0)  # no reconnection however long we wait
+    assert of(mb.ConnectNow, events(a)) == [] and a.link is mb.Link.GONE
+    told = {json.loads(frame)["type"] for frame in a.frames_to_send()}
+    assert told.isdisjoint({"release", "close"})  # nothing more for the server that broke

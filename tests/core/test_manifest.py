@@ -56,6 +56,11 @@ def test_unknown_keys_are_ignored() -> None:
     ("x" * 256, "longer than 255 bytes"),
     ("/".join(["d"] * 300) + "/f", "nested more than"),
     ("./", "empty name"),
+    # lone surrogates survive json.loads: "\ud800" used to escape as UnicodeEncodeError, a
+    # "bug in hilltop" with a report file; the surrogate-escape range too, for one rule
+    ("a/\ud800.txt", "lone surrogate"),
+    ("\udcff", "lone surrogate"),
+    ("d/x\udfff/f", "lone surrogate"),
 ])
 def test_unsafe_names_are_refused_like_zip_entries(path: str, why: str) -> None:
     with pytest.raises(UnsafeOfferError, match="refusing the offered files") as err:
@@ -67,6 +72,11 @@ def test_unsafe_names_are_refused_like_zip_entries(path: str, why: str) -> None:
     ([{"path": "a.txt", "size": 1}, {"path": "a.txt", "size": 2}], "appears twice"),
     ([{"path": "A.txt", "size": 1}, {"path": "a.txt", "size": 2}], "clashes with"),
     ([{"path": "caf\u00e9", "size": 1}, {"path": "cafe\u0301", "size": 1}], "clashes with"),
+    # issue 27 item 23: folders are held to the case rule too (were accepted)
+    ([{"path": "Dir/a", "size": 1}, {"path": "dir/b", "size": 1}], "clashes with 'Dir'"),
+    ([{"path": "x/Dir/", "size": 0}, {"path": "x/dir/b", "size": 1}], "clashes with 'Dir'"),
+    ([{"path": "README", "size": 1}, {"path": "readme/b", "size": 1}], "both a file"),
+    ([{"path": "e/", "size": 0}, {"path": "e/", "size": 0}], "appears twice"),
     ([{"path": "d", "size": 1}, {"path": "d/x", "size": 1}], "both a file and a folder"),
     ([{"path": "d/x", "size": 1}, {"path": "d", "size": 1}], "both a file and a folder"),
     ([{"path": "e/", "size": 0}, {"path": "e", "size": 1}], "both a file and a folder"),
@@ -82,6 +92,13 @@ def test_clashing_or_malformed_entries_are_refused(entries: list[object], why: s
     # a name we will not create is a refusal (exit 5); a broken shape is a protocol error
     malformed = why in ("bad size", "bad mode", "folder with a size")
     assert isinstance(err.value, UnsafeOfferError) is not malformed
+
+
+def test_one_folder_may_be_named_implicitly_and_explicitly() -> None:
+    """An empty folder's entry beside files in it (other writers' habit) is no clash."""
+    offer = files_from_body({"entries": [{"path": "d/x", "size": 1}, {"path": "d/", "size": 0},
+                                         {"path": "D2/", "size": 0}, {"path": "D2/y"}]})
+    assert [e.path for e in offer.entries] == ["d/x", "d/", "D2/", "D2/y"]
 
 
 @pytest.mark.parametrize("body", [[], {"entries": "a"}, {"entries": []}, {"entries": [3]},

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from hilltop.errors import ProtocolError, RejectedError
+from hilltop.errors import LocalError, ProtocolError, RejectedError
 from hilltop.transfer import partials, resume
 from hilltop.transfer.filesink import DIRECT_CHUNK, DIRECT_MIN_SIZE, FileSink, ResumableFileSink
 from hilltop.transfer.foldersink import DirectorySink
@@ -299,3 +299,119 @@ def test_a_big_kept_partial_continues_from_an_aligned_offset(box: Path) -> None:
         sink.write(data[3 * DIRECT_CHUNK:])
         assert sink.finish() == hashlib.sha256(bytes(32) + data).hexdigest()
     assert (box / "f").read_bytes() == data
+
+
+def test_a_complete_receive_removes_the_partial_kept_of_its_name(box: Path) -> None:
+    """Issue 27 item 9: a plain receive of the name (official sender, --no-resume peer) used
+    the next hidden name and left the kept partial and its record beside the finished file."""
+    interrupted(box, b"half", 8)
+    sink = FileSink(str(box / "f"), 3)
+    assert sink.temp_path == str(box / ".f.1.hilltop-part")
+    sink.write(b"new")
+    sink.finish()
+    assert sorted(os.listdir(box)) == ["f"]
+    assert (box / "f").read_bytes() == b"new"
+    assert sink.dropped_kept == 4  # the caller says so in one line
+
+
+def test_a_live_receive_of_the_name_is_left_alone_when_another_completes(box: Path) -> None:
+    with ResumableFileSink(str(box / "f"), "f", 8) as live:
+        live.write(b"half")
+        done = FileSink(str(box / "f"), 1)
+        done.write(b"x")
+        done.finish()
+        assert done.dropped_kept == 0
+        assert Path(live.temp_path).read_bytes() == b"half"
+        assert partials.read_record(live.temp_path) is not None
+
+
+# --- created exclusively: nothing planted in the folder is written into (issue 27 item 12) -----
+def victim_file(tmp_path: Path) -> Path:
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"someone else's file")
+    return victim
+
+
+def forge_record(part: Path, name: str, size: int, of: Path | None) -> None:
+    """A record beside ``part`` as a planter would write it: naming ``of``'s inode."""
+    st = of.stat() if of is not None else None
+    partials.write_record(str(part), resume.PartialRecord(
+        name, size, 4, time.time(), *((st.st_dev, st.st_ino) if st else ())))
+
+
+@pytest.mark.parametrize("record", ["matching", "none-and-old"])
+def test_a_hard_link_planted_as_the_partial_is_never_written_into(
+        box: Path, tmp_path: Path, record: str) -> None:
+    victim = victim_file(tmp_path)
+    planted = box / ".x.bin.hilltop-part"
+    os.link(victim, planted)
+    if record == "matching":
+        forge_record(planted, "x.bin", 8, victim)
+    else:
+        age(planted)
+    with ResumableFileSink(str(box / "x.bin"), "x.bin", 8) as sink:
+        assert sink.resume_offset == 0
+        sink.write(b"received")
+        sink.finish()
+    assert victim.read_bytes() == b"someone else's file"
+    assert (box / "x.bin").read_bytes() == b"received"
+    assert not os.path.samestat(os.stat(box / "x.bin"), os.stat(victim))
+    assert os.stat(box / "x.bin").st_nlink == 1
+
+
+def test_a_hard_link_planted_at_the_records_new_name_is_not_written_through(
+        box: Path, tmp_path: Path) -> None:
+    victim = victim_file(tmp_path)
+    os.link(victim, box / ".x.bin.hilltop-resume.new")
+    with ResumableFileSink(str(box / "x.bin"), "x.bin", 8) as sink:
+        sink.write(b"received")
+        sink.finish()
+    assert victim.read_bytes() == b"someone else's file"
+    assert sorted(os.listdir(box)) == ["x.bin"]
+
+
+def test_a_partial_swapped_for_another_file_is_not_continued(box: Path, tmp_path: Path) -> None:
+    """The record names its partial's inode: a file renamed over the partial fails it."""
+    interrupted(box, b"half", 8, name="x.bin")
+    other = tmp_path / "other"
+    other.write_bytes(b"half")
+    os.replace(other, box / ".x.bin.hilltop-part")
+    with ResumableFileSink(str(box / "x.bin"), "x.bin", 8) as sink:
+        assert sink.resume_offset == 0
+        assert sink.temp_path == str(box / ".x.bin.1.hilltop-part")
+    assert (box / ".x.bin.hilltop-part").read_bytes() == b"half"
+
+
+def test_a_partial_owned_by_someone_else_is_not_continued(
+        box: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    interrupted(box, b"half", 8, name="x.bin")
+    euid = os.geteuid()
+    monkeypatch.setattr(os, "geteuid", lambda: euid + 1)
+    with ResumableFileSink(str(box / "x.bin"), "x.bin", 8) as sink:
+        assert sink.resume_offset == 0
+        assert sink.temp_path == str(box / ".x.bin.1.hilltop-part")
+    assert (box / ".x.bin.hilltop-part").read_bytes() == b"half"
+
+
+def test_the_record_names_the_partial_it_belongs_to(box: Path) -> None:
+    with ResumableFileSink(str(box / "f"), "f", 8) as sink:
+        record = partials.read_record(sink.temp_path)
+        st = os.stat(sink.temp_path)
+        assert record is not None and record.names_file(st.st_dev, st.st_ino)
+
+
+def test_a_resumed_receive_from_a_v1_paced_sender_may_decline_direct_io(box: Path) -> None:
+    """Issue 27 item 17: a peer listing resume-v1 but not big-records sends v1 records, so
+    the receiver declines O_DIRECT (story.receive_into); the kept bytes counted as data that
+    had arrived and every resume failed with an internal error."""
+    interrupted(box, b"half", 8)
+    with ResumableFileSink(str(box / "f"), "f", 8) as sink:
+        assert sink.resume_offset == 4
+        sink.without_direct_io()
+        sink.prove_prefix(bytes(32))
+        sink.resume_at(4, hashed=True)
+        sink.write(b"more")
+        with pytest.raises(LocalError, match="after data arrived"):
+            sink.without_direct_io()  # still refused once this receive's data came
+        assert sink.finish() == hashlib.sha256(bytes(32) + b"halfmore").hexdigest()
+    assert (box / "f").read_bytes() == b"halfmore"

@@ -354,3 +354,42 @@ def test_a_listening_side_waits_for_inbound_after_its_dials_failed() -> None:
     d = Driver("sender", {"d1": FakeTransport(fail_after=1)}, candidates=[DIRECT], listening=True)
     d.run()
     assert failed_at(d) == 120.0
+
+
+PUNCH = Candidate("p1", tier=0, label="tcp-punch 198.19.0.3:40000")
+
+
+def test_a_punch_ready_soon_after_the_relay_still_wins() -> None:
+    """The relay starts at 2 s and is ready at 2.1 s; the punch, still dialling, is ready at
+    2.4 s: within the direct grace, so the direct path carries the bulk."""
+    d = Driver("sender", {"p1": FakeTransport(after=2.4), "r1": FakeTransport(after=0.1)},
+               candidates=[PUNCH, RELAY])
+    d.run()
+    assert d.race.winner == "p1"
+    assert d.of(SendGo) == [SendGo("p1")]
+    assert Cancel("r1", "another connection won") in d.of(Cancel)
+
+
+def test_a_held_relay_wins_when_the_grace_ends() -> None:
+    d = Driver("sender", {"p1": FakeTransport(after=30), "r1": FakeTransport(after=0.1)},
+               candidates=[PUNCH, RELAY])
+    d.run()
+    assert d.race.winner == "r1"
+    assert d.log[-1][0] == pytest.approx(2.1 + RaceConfig().direct_grace)
+
+
+def test_a_held_relay_wins_at_once_when_the_last_direct_attempt_fails() -> None:
+    d = Driver("sender", {"p1": FakeTransport(fail_after=2.2), "r1": FakeTransport(after=0.1)},
+               candidates=[PUNCH, RELAY])
+    d.run()
+    assert d.race.winner == "r1"
+    assert d.log[-1][0] == pytest.approx(2.2)
+
+
+def test_the_receiver_takes_the_relay_the_sender_chose_at_once() -> None:
+    """Only the sender holds a relay: the receiver's go already is the sender's choice."""
+    d = Driver("receiver", {"p1": FakeTransport(after=30), "r1": FakeTransport(after=0.1)},
+               candidates=[PUNCH, RELAY])
+    d.run()
+    assert d.race.winner == "r1"
+    assert d.log[-1][0] == pytest.approx(2.1)

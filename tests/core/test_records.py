@@ -97,6 +97,20 @@ def test_skipped_record_rejected() -> None:
         dec.feed(enc.seal(b"b"))
 
 
+def test_a_forged_nonce_is_reported_short() -> None:
+    """A forged or garbled record's nonce is 24 arbitrary bytes: up to 58 digits in full, which
+    drowned the error line (issue 27, item 26). The line says the record is out of order and
+    gives the nonce's magnitude."""
+    dec = RecordDecoder(SENDER_KEY)
+    dec.feed(RecordSealer(SENDER_KEY).seal(b"first"))
+    forged = bytes(range(100, 124)) + bytes(SecretBox(SENDER_KEY).encrypt(b"hi"))[24:]
+    with pytest.raises(BadRecordError) as caught:
+        dec.feed(len(forged).to_bytes(4, "big") + forged)
+    message = str(caught.value)
+    assert message == "transit record out of order (nonce 2.5e+57, expected 1)"
+    assert len(str(int.from_bytes(bytes(range(100, 124)), "big"))) == 58  # what it was
+
+
 def test_little_endian_nonce_rejected() -> None:
     le_nonce = (1).to_bytes(24, "little")
     box = bytes(SecretBox(SENDER_KEY).encrypt(b"hi", le_nonce))

@@ -16,6 +16,7 @@ from hilltop.hints import (
     parse_transit_helper,
     relay_v1,
     tor_tcp_v1,
+    websocket_v1,
 )
 
 # What Python 0.24 sends as a sender with a relay configured.
@@ -88,7 +89,9 @@ def test_unknown_types_dropped_at_debug(caplog: pytest.LogCaptureFixture) -> Non
     {"type": "direct-tcp-v1", "hostname": "h", "port": 70000},
     {"type": "direct-tcp-v1", "hostname": "h", "port": 1, "priority": "high"},
     {"type": "relay-v1", "hints": None},
-    {"type": "relay-v1", "hints": [{"type": "websocket-v1", "url": "ws://x"}]},
+    {"type": "relay-v1", "hints": [{"type": "websocket-v1", "url": "http://x"}]},
+    {"type": "relay-v1", "hints": [{"type": "websocket", "url": "ws://x:0/"}]},
+    {"type": "relay-v1", "hints": [{"type": "quic-v9", "url": "ws://x"}]},
 ])
 def test_malformed_dropped_with_warning(bad: dict, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="hilltop.hints")
@@ -109,12 +112,37 @@ def test_not_a_list() -> None:
 def test_relay_split_and_name() -> None:
     [r] = parse_hints([{"type": "relay-v1", "name": "main", "hints": [
         {"type": "direct-tcp-v1", "hostname": "a", "port": 1, "priority": 1.0},
-        {"type": "websocket-v1", "url": "ws://skip"},
+        {"type": "webtransport-v9", "url": "https://skip"},
         {"type": "direct-tcp-v1", "hostname": "b", "port": 2}]}])
     assert r.name == "main" and r.priority == 1.0
     parts = r.split()
     assert [str(p) for p in parts] == ["a:1", "b:2"]
     assert r.to_wire()["name"] == "main"
+
+
+def test_relay_websocket_endpoints_both_spellings() -> None:
+    """The spec's ``websocket-v1`` and magic-wormhole.rs's ``websocket`` are both read; we
+    write the spec's name, beside the TCP endpoint that official peers use."""
+    [r] = parse_hints([{"type": "relay-v1", "hints": [
+        {"type": "direct-tcp-v1", "hostname": "relay.example", "port": 4001},
+        {"type": "websocket-v1", "url": "wss://relay.example/transit"},
+        {"type": "websocket", "url": "ws://relay.example:4002/"}]}])
+    tcp, wss, ws = r.endpoints
+    assert isinstance(wss, websocket_v1.Hint) and isinstance(ws, websocket_v1.Hint)
+    assert (wss.hostname, wss.port, wss.tls) == ("relay.example", 443, True)
+    assert (ws.hostname, ws.port, ws.tls) == ("relay.example", 4002, False)
+    assert [e["type"] for e in r.to_wire()["hints"]] == [
+        "direct-tcp-v1", "websocket-v1", "websocket-v1"]
+    assert parse_hints([r.to_wire()]) == [r]
+
+
+def test_relay_keeps_its_good_endpoints_when_one_is_malformed(
+        caplog: pytest.LogCaptureFixture) -> None:
+    [r] = parse_hints([{"type": "relay-v1", "hints": [
+        {"type": "websocket-v1", "url": 7},
+        {"type": "direct-tcp-v1", "hostname": "relay.example", "port": 4001}]}])
+    assert r.endpoints == (direct_tcp_v1.Hint("relay.example", 4001),)
+    assert any("malformed endpoint" in rec.getMessage() for rec in caplog.records)
 
 
 @pytest.mark.parametrize("text,host,port,prio", [
@@ -130,11 +158,20 @@ def test_transit_helper(text: str, host: str, port: int, prio: float) -> None:
 
 @pytest.mark.parametrize("text", [
     "transit.example:4001", "tcp:host", "tcp:host:port", "tcp:::1:4001", "tcp:h:0",
-    "tcp:h:1:priority=x", "tcp:h:1:color=red", "ws:h:1",
+    "tcp:h:1:priority=x", "tcp:h:1:color=red", "ws:h:1", "ws://", "wss://h:99999/",
+    "http://h/", "tcp:h:1,", ",ws://h/", "ws://h /", "ws://h\x00/", "ws://[::1/",
 ])
 def test_transit_helper_errors(text: str) -> None:
     with pytest.raises(LocalError, match="transit helper"):
         parse_transit_helper(text)
+
+
+def test_transit_helper_websocket_and_several_endpoints() -> None:
+    assert parse_transit_helper("wss://relay.example/").endpoints == (
+        websocket_v1.Hint("wss://relay.example/"),)
+    relay = parse_transit_helper("tcp:relay.example:4001:priority=1, ws://relay.example:80/")
+    assert relay.endpoints == (direct_tcp_v1.Hint("relay.example", 4001, 1.0),
+                               websocket_v1.Hint("ws://relay.example:80/"))
 
 
 def test_claimed_unknown_types_pass_through_raw() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from relaykit import RelayPorts
 
 from hilltop.hints import parse_transit_helper
 from hilltop.testing import ConformanceSuite, TransportSubject
@@ -30,3 +31,14 @@ class TestRelay(ConformanceSuite):
         side = {"no_listen": True, "transit_helpers": [helper]}
         return TransportSubject(Relay, sender=side, receiver=side,
                                 description=f"relay 127.0.0.1:{transit_relay}")
+
+
+class TestRelayWebSocket(ConformanceSuite):
+    """The relay transport through the official relay's WebSocket side (``--websocket``)."""
+
+    @pytest.fixture
+    def transport_subject(self, websocket_relay: RelayPorts) -> TransportSubject:
+        helper = parse_transit_helper(websocket_relay.url)
+        side = {"no_listen": True, "transit_helpers": [helper]}
+        return TransportSubject(Relay, sender=side, receiver=side,
+                                description=f"relay {websocket_relay.url}")

@@ -14,9 +14,9 @@ const $ = (id) => document.getElementById(id);
 const ACK_LINGER_MS = 10000;
 const WORDS = wordsText.split("\n").filter((l) => l && !l.startsWith("#"))
   .map((l) => l.trim().split(/\s+/));  // [hex, even, odd]
-const NEEDS_WEBRTC = "Files need a peer with hilltop's webrtc transport "
-  + "(pip install 'hilltop[webrtc]'); official wormhole and wormhole-william can exchange "
-  + "text with this page, not files.";
+const NEEDS_WEBRTC = "Files need a peer with hilltop's webrtc transport (hilltop installed "
+  + "with its webrtc extra, e.g. pip install -e '.[webrtc]' in its checkout); official "
+  + "wormhole and wormhole-william can exchange text with this page, not files.";
 
 function pickWord(position) {
   const row = WORDS[randomBytes(1)[0]];
@@ -232,7 +232,7 @@ async function send(settings, what) {
     }
     if (!peerSpeaksWebrtc(versions)) {
       w.send({ error: "a browser can send files only over WebRTC, and this receiver has no "
-        + "webrtc transport (hilltop with pip install 'hilltop[webrtc]' has one)" });
+        + "webrtc transport (hilltop installed with its webrtc extra has one)" });
       throw new Error(`the receiver has no WebRTC transport. ${NEEDS_WEBRTC}`);
     }
     await sendFile(settings, w, what.file, versions);

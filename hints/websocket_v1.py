@@ -1,0 +1,75 @@
+"""``websocket-v1``: one way into a transit relay, as a WebSocket URL (only inside ``relay-v1``).
+
+Wire shape (magic-wormhole-protocols ``transit.md``): ``{"type": "websocket-v1", "url":
+"wss://relay.example/"}``; magic-wormhole.rs writes the type as ``"websocket"``, which we read
+too (:data:`TYPES`) and never write. Official 0.24 and wormhole-william skip both as an unknown
+inner type, so sending one beside a ``direct-tcp-v1`` endpoint costs them nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+from urllib.parse import urlsplit
+
+from hilltop.errors import MalformedHintError
+from hilltop.hints import _tcp
+
+TYPE = "websocket-v1"
+TYPES = (TYPE, "websocket")
+"""The inner endpoint types read as WebSocket endpoints: the spec's name and magic-wormhole.rs's."""
+
+
+@dataclass(frozen=True)
+class Hint:
+    url: str
+    priority: float = 0.0
+    type: ClassVar[str] = TYPE
+
+    @property
+    def tls(self) -> bool:
+        return urlsplit(self.url).scheme == "wss"
+
+    @property
+    def hostname(self) -> str:
+        return urlsplit(self.url).hostname or ""
+
+    @property
+    def port(self) -> int:
+        parts = urlsplit(self.url)
+        return parts.port or (443 if parts.scheme == "wss" else 80)
+
+    def identity(self) -> tuple[str, ...]:
+        """What makes two endpoints the same relay door: scheme, host, port and path."""
+        parts = urlsplit(self.url)
+        return ("ws", parts.scheme, self.hostname.lower(), str(self.port), parts.path or "/")
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"type": TYPE, "url": self.url, "priority": self.priority}
+
+    def __str__(self) -> str:
+        return self.url
+
+
+def check_url(url: Any) -> str:
+    """``url`` if it is a ``ws://`` or ``wss://`` URL with a host and a valid port, else
+    a :class:`MalformedHintError` saying what is wrong."""
+    if not isinstance(url, str) or not url.strip():
+        raise MalformedHintError(f"websocket hint needs a URL string, got {url!r}")
+    text: str = url.strip()
+    try:
+        parts = urlsplit(text)
+        _ = parts.port  # raises ValueError for a port outside 0-65535 or not a number
+    except ValueError as err:
+        raise MalformedHintError(f"bad websocket URL {text!r}: {err}") from None
+    if parts.scheme not in ("ws", "wss") or not parts.hostname:
+        raise MalformedHintError(f"websocket hint needs a ws:// or wss:// URL, got {text!r}")
+    if parts.port == 0 or not all(0x21 <= ord(c) < 0x7F for c in text):
+        raise MalformedHintError(f"bad websocket URL {text!r}: it must be printable ASCII "
+                                 "without spaces, with a port above 0")
+    return text
+
+
+def parse(obj: Any) -> Hint:
+    obj = _tcp.require_dict(obj)
+    return Hint(check_url(obj.get("url")), _tcp.priority(obj))
