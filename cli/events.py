@@ -27,6 +27,7 @@ import click
 from hilltop.cli import output
 
 if TYPE_CHECKING:
+    from hilltop.rendezvous.mailbox import Reconnecting
     from hilltop.transfer.manifest import FilesOffer
     from hilltop.transfer.offers import DirectoryOffer, FileOffer, StreamOffer, TextOffer
     from hilltop.transit.options import AttemptNote
@@ -56,8 +57,8 @@ def _json_callback(_ctx: click.Context, _param: click.Parameter, value: bool) ->
 
 JSON_HELP = ("report every event as one JSON object per line on stdout, its kind in the "
              '"event" field (code, code_consumed, verifier, peer_connected, question, offer, '
-             "transit_attempt, transit_connected, progress, text, file, ssh_key, "
-             "ssh_key_added, done, error); human output goes away")
+             "mailbox_reconnecting, transit_attempt, transit_connected, progress, text, "
+             "file, ssh_key, ssh_key_added, done, error); human output goes away")
 """Said without pointing at docs/json-events.md, which an installed copy does not have; the
 list is the schema's (tests/cli/test_events.py keeps them equal)."""
 
@@ -142,6 +143,19 @@ def attempt(note: AttemptNote) -> None:
     """One step of one transit attempt (``transit_attempt``); a person sees only the winner."""
     emit("transit_attempt", transport=note.transport, target=note.target, state=note.state,
          **({"reason": note.reason} if note.reason else {}))
+
+
+def reconnecting(note: Reconnecting) -> None:
+    """The mailbox server was lost (``mailbox_reconnecting``): when we try again, and when
+    we give up."""
+    if note.retry_in < note.give_up_in:
+        said = (f"Lost the connection to the mailbox server; trying again in "
+                f"{note.retry_in:g} s (giving up in {note.give_up_in:.0f} s)")
+    else:  # the next attempt would come too late
+        said = (f"Lost the connection to the mailbox server; giving up in "
+                f"{note.give_up_in:.0f} s")
+    emit("mailbox_reconnecting", said, retry_in=note.retry_in,
+         give_up_in=round(note.give_up_in, 3), attempt=note.attempt)
 
 
 def offer(direction: str, what: Offer, human: str | None) -> None:

@@ -48,12 +48,13 @@ TEXT_LIMIT = 1024 * 1024
 
 Why this much: a text message is one mailbox message; its JSON escapes (``\\uXXXX``, up to 6
 bytes for one) and the hex the mailbox carries it in make it up to ~12 times bigger on the
-wire, and our client refuses server frames over 8 MiB (``MAX_FRAME_CHARS``); the official
+wire, and hilltop clients before issue 27 refused server frames over 8 MiB; the official
 server keeps every message in its database and sends it again on every reconnection. Text of
 that size is a file: ``wormhole send -`` streams it without limit.
 """
 MAX_TEXT_WIRE = 7 * 512 * 1024
-"""Bytes a text offer may take as JSON: 3.5 MiB, so under 8 MiB once sealed and hex-encoded.
+"""Bytes a text offer may take as JSON: 3.5 MiB, so under 8 MiB once sealed and hex-encoded
+(every hilltop receiver takes that; now up to ``MAX_FRAME_CHARS``, for official senders).
 Any 1 MiB of printable text fits (two-byte letters, the worst case, escape to 3 MiB); only
 text full of control characters (six bytes each) can hit this."""
 

@@ -23,6 +23,7 @@ from hilltop.cli.transitopts import (
     lan_flags,
     transit_flags,
     transit_options,
+    watch_mailbox,
 )
 from hilltop.errors import HilltopError, RejectedError
 from hilltop.transfer import offers, story, targets
@@ -110,6 +111,7 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, alloca
             extra_args["endpoint_factory"] = manager.endpoint_factory
         w = api.Wormhole(opts.appid, relay_url, reactor=reactor,
                          app_versions=app_versions(choices.options), **extra_args)
+        watch_mailbox(w)
         try:
             with cli_lan.suggest_lan("receive", enabled=found is None and tor is None):
                 return await _converse(reactor, w, typed, found)

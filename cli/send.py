@@ -23,6 +23,7 @@ from hilltop.cli.transitopts import (
     lan_flags,
     transit_flags,
     transit_options,
+    watch_mailbox,
 )
 from hilltop.errors import HilltopError, PeerRejectedError, RejectedError, TransferError
 from hilltop.rendezvous.codes import parse_code
@@ -229,6 +230,7 @@ class Announcement:
 async def announce_code(w: api.Wormhole, how: Announcement) -> str:
     """Set or allocate the code and tell the user what the other side must type."""
     timing.watch(w)
+    watch_mailbox(w)
     if how.code is not None:
         w.set_code(how.code)
         code = await w.get_code()

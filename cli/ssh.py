@@ -20,7 +20,7 @@ from hilltop.cli import events, prompts, sshkeys, timing
 from hilltop.cli.common import GlobalOptions, run
 from hilltop.cli.send import close_quietly
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
-from hilltop.cli.transitopts import transit_options
+from hilltop.cli.transitopts import transit_options, watch_mailbox
 from hilltop.errors import PeerRejectedError, ProtocolError, RejectedError
 from hilltop.transfer import offers
 
@@ -46,6 +46,7 @@ async def _open(reactor: Any, opts: GlobalOptions, appid: str) -> tuple[api.Worm
         extra["endpoint_factory"] = manager.endpoint_factory
     w = api.Wormhole(appid, opts.relay_url, reactor=reactor, **extra)
     timing.watch(w)
+    watch_mailbox(w)
     return w, manager
 
 
@@ -92,11 +93,18 @@ def invite(ctx: click.Context, code_length: int, user: str | None) -> None:
                 raise
             w.send_message(offers.Answer(offers.MESSAGE_ACK).to_wire())
             where = ssh_path / "authorized_keys"
-            added = sshkeys.append_key(ssh_path, key, owner=user)
-            said = "Appended" if added else "Already present:"
+            options = sshkeys.append_key(ssh_path, key, owner=user)
+            described = f"key type='{key.kind}' id='{key.keyid}'"
+            if options is None:
+                said = f"Appended {described} to '{where}'"
+            elif options:
+                said = (f"Already present: {described} in '{where}', on a line with options "
+                        f"{options!r}; that line is kept as it is")
+            else:
+                said = f"Already present: {described} in '{where}'"
+            extra = {"options": options} if options else {}
             events.emit("ssh_key_added", key_type=key.kind, key_id=key.keyid,
-                        path=str(where), appended=added,
-                        stdout=f"{said} key type='{key.kind}' id='{key.keyid}' to '{where}'")
+                        path=str(where), appended=options is None, **extra, stdout=said)
             events.emit("done", kind="ssh_key")
             return 0
         finally:

@@ -155,8 +155,10 @@ def check_writable(ssh_path: Path) -> list[str]:
     return notes
 
 
-def append_key(ssh_path: Path, key: PublicKey, owner: str | None = None) -> bool:
-    """Append ``key`` to ``authorized_keys`` in ``ssh_path``; False if it was there already.
+def append_key(ssh_path: Path, key: PublicKey, owner: str | None = None) -> str | None:
+    """Append ``key`` to ``authorized_keys`` in ``ssh_path``. Returns None when it was
+    appended, else the options of the line that already holds it (``""`` for a plain line):
+    that line is kept as it is (see :func:`existing_options`).
 
     Never follows a symlink (the directory and the file are opened with ``O_NOFOLLOW``, the
     file relative to the directory's descriptor), never rewrites what is there, starts a new
@@ -199,18 +201,80 @@ def append_key(ssh_path: Path, key: PublicKey, owner: str | None = None) -> bool
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise LocalError(f"'{ssh_path / 'authorized_keys'}' is not a regular file")
             existing = _read_all(fd)
-            wanted = f"{key.kind} {key.blob}"
-            if any(" ".join(line.split()[:2]) == wanted
-                   for line in existing.decode("utf-8", "replace").splitlines()):
-                return False
+            options = existing_options(existing.decode("utf-8", "replace"), key)
+            if options is not None:
+                return options
             lead = b"\n" if existing and not existing.endswith(b"\n") else b""
             data = lead + key.line().encode("utf-8") + b"\n"
             while data:
                 data = data[os.write(fd, data):]
             os.fsync(fd)
-        return True
+        return None
     finally:
         os.close(dir_fd)
+
+
+def existing_options(authorized_keys: str, key: PublicKey) -> str | None:
+    """The options of the first line of ``authorized_keys`` that holds ``key`` (same type and
+    key data, whatever the comment), ``""`` if that line has none; None if no line does.
+
+    A line may start with options (``restrict,command="a b, c" ssh-ed25519 AAAA...``): a
+    comma-separated field that ends at the first blank outside double quotes, as sshd reads
+    it. Why the line found is kept, options and all: whoever wrote ``restrict``, ``from=`` or
+    ``command=`` meant to limit that key, and the same key again on a plain line would lift
+    the limit (sshd goes on to a later line for the key when, say, a ``from=`` refuses it).
+    """
+    wanted = _key_data(key.blob)
+    for line in authorized_keys.splitlines():
+        parsed = split_key_line(line)
+        if parsed is not None and parsed[1] == key.kind and _key_data(parsed[2]) == wanted:
+            return parsed[0]
+    return None
+
+
+def split_key_line(line: str) -> tuple[str, str, str] | None:
+    """``(options, key type, base64 key data)`` of one authorized_keys line; None for a blank
+    line, a comment, or a line that cannot be read (an unclosed quote, no key data)."""
+    text = line.strip()
+    if not text or text.startswith("#"):
+        return None
+    options = ""
+    first = text.split(None, 1)[0]
+    if first not in KEY_TYPES and not first.endswith("-cert-v01@openssh.com"):
+        end = _options_end(text)
+        if end is None:
+            return None
+        options, text = text[:end], text[end:]
+    fields = text.split(None, 2)
+    if len(fields) < 2:
+        return None
+    return options, fields[0], fields[1]
+
+
+def _options_end(text: str) -> int | None:
+    """Where the options field of ``text`` ends: the first blank outside double quotes (a
+    backslash escapes a quote inside them); None if a quote is left open."""
+    quoted = False
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if quoted and char == "\\" and text[i + 1:i + 2] == '"':
+            i += 2
+            continue
+        if char == '"':
+            quoted = not quoted
+        elif char in " \t" and not quoted:
+            return i
+        i += 1
+    return None
+
+
+def _key_data(blob: str) -> bytes | str:
+    """The key's bytes, so two spellings of one base64 compare equal (else the text)."""
+    try:
+        return base64.b64decode(blob, validate=True)
+    except (binascii.Error, ValueError):
+        return blob
 
 
 class _Fd:

@@ -13,6 +13,7 @@ from hilltop.transit.options import DEFAULT_IDLE_TIMEOUT, TransitOptions
 from hilltop.transit.settings import TransportSettings
 
 if TYPE_CHECKING:
+    from hilltop.api import Wormhole
     from hilltop.transit.relayconfig import RelaySettings
     from hilltop.webrtc.settings import WebRTCSettings
 
@@ -45,13 +46,21 @@ def idle_timeout_flag(f: Callable[..., Any]) -> Callable[..., Any]:
                         default=DEFAULT_IDLE_TIMEOUT, show_default=True, expose_value=False,
                         callback=_remember_idle_timeout,
                         help="give up when the peer stays silent this long while it owes "
-                             "us something (data, its acknowledgement, a sender's offer)")(f)
+                             "us something (data, its acknowledgement, a sender's offer), "
+                             "or the mailbox server stays lost this long")(f)
 
 
 def idle_timeout_chosen() -> float:
     ctx = click.get_current_context(silent=True)
     chosen = ctx.meta.get(_IDLE_TIMEOUT) if ctx is not None else None
     return float(chosen) if chosen is not None else DEFAULT_IDLE_TIMEOUT
+
+
+def watch_mailbox(w: Wormhole) -> None:
+    """Say when the mailbox server is lost and when we try again, and give up on it after
+    ``--idle-timeout`` (a wormhole without its mailbox cannot tell the peer anything)."""
+    w.give_up_reconnecting_after(idle_timeout_chosen())
+    w.on_reconnecting(events.reconnecting)
 
 
 _WEBRTC = "hilltop.webrtc"

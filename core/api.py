@@ -86,6 +86,8 @@ class Wormhole:
         self._versions = Watch()
         self._closed = Watch()
         self._welcome = Watch()
+        self._reconnect_watchers: list[Callable[[mailbox.Reconnecting], None]] = []
+        self._close_error: HilltopError | None = None
         self._nameplates: Queue = Queue()
         self._messages: Queue = Queue()
         self._side: dict[str, Queue] = {}
@@ -361,10 +363,24 @@ class Wormhole:
     def when_closed(self) -> DualDeferred[str]:
         return self._closed.when()
 
+    # --- the connection to the mailbox server --------------------------------------------
+    def on_reconnecting(self, watcher: Callable[[mailbox.Reconnecting], None]) -> None:
+        """Call ``watcher`` each time the connection to the mailbox server is lost and a
+        new attempt is scheduled (when, and when the wormhole will give up)."""
+        self._reconnect_watchers.append(watcher)
+
+    def give_up_reconnecting_after(self, seconds: float) -> None:
+        """How long the mailbox server may stay lost before the wormhole fails
+        (:attr:`hilltop.rendezvous.mailbox.Timeouts.reconnect`, 120 s by default)."""
+        from dataclasses import replace
+
+        self._engine.timeouts = replace(self._engine.timeouts, reconnect=seconds)
+        self._client.poke()
+
     # --- internals -----------------------------------------------------------------------
     def _input(self, action: Callable[[], None]) -> None:
         if self._closed.done:
-            raise WormholeClosed()
+            raise self._close_error or WormholeClosed()  # what ended it, if it failed
         action()
         self._client.poke()
 
@@ -388,10 +404,16 @@ class Wormhole:
                     self._messages.put(data)
                 else:
                     self.side_messages(name).put(data)
+            case mailbox.Refused(error):
+                self._messages.fail(error)  # the reader answers the peer with error.reply
+            case mailbox.Reconnecting():
+                for watcher in self._reconnect_watchers:
+                    watcher(event)
             case mailbox.ClosedEvent(mood, error):
                 self._on_closed(mood, error)
 
     def _on_closed(self, mood: str, error: HilltopError | None) -> None:
+        self._close_error = error
         failure: BaseException = error if error is not None else WormholeClosed()
         for watch in (self._code, self._consumed, self._verifier, self._versions,
                       self._welcome):

@@ -6,8 +6,9 @@ on stdout, and serves every client the way MODE says:
 * ``text-garbage``: a text frame that is not JSON.
 * ``bad-utf8``: a text frame that is not UTF-8 (a WebSocket protocol violation).
 * ``binary-garbage``: a binary frame of random-looking bytes.
-* ``big``: a 10 MB JSON frame (over our 8 MiB message limit, under the frame limit).
-* ``huge``: a 40 MB frame (over the frame limit: cut off before it is read).
+* ``big``: a welcome, and a 60 MB JSON frame after its answer to our claim (over our 48 MiB
+  message limit, under the frame limit).
+* ``huge``: a 110 MB frame (over the frame limit: cut off before it is read).
 * ``unwelcome``: a welcome carrying an ``error`` with terminal escapes in it.
 * ``error``: welcome, then an ``error`` message with terminal escapes instead of answers.
 * ``silent``: completes the WebSocket handshake, then never says anything.
@@ -16,6 +17,7 @@ on stdout, and serves every client the way MODE says:
   ``allocated``), then a peer's garbage PAKE before we opened any mailbox.
 * ``no-close``: a working server for one client (allocate, claim, open, add with echoes),
   which never confirms ``release`` or ``close``.
+* ``flap``: a welcome, then it closes the connection at once, every time.
 * ``no-handshake``: a TCP server that never answers the WebSocket handshake.
 * ``not-websocket``: a TCP server that answers the handshake with an HTTP 200 and garbage.
 """
@@ -37,6 +39,7 @@ class Hostile(WebSocketServerProtocol):
     side: str | None = None
     stored: list[dict[str, Any]] = []  # no-close: the one mailbox, shared by both clients
     listeners: list[Hostile] = []
+    connections = 0  # flap: how many were accepted (and closed)
 
     def send(self, obj: dict[str, Any]) -> None:
         self.sendMessage(json.dumps({**obj, "server_tx": 0.0}).encode(), isBinary=False)
@@ -50,13 +53,18 @@ class Hostile(WebSocketServerProtocol):
         elif mode == "binary-garbage":
             self.sendMessage(bytes(range(256)) * 4, isBinary=True)
         elif mode == "big":
-            self.send({"type": "welcome", "welcome": {"motd": "x" * 10_000_000}})
+            self.send({"type": "welcome", "welcome": {}})  # the big frame answers the claim
         elif mode == "huge":
-            self.sendMessage(b"x" * 40_000_000, isBinary=False)
+            self.sendMessage(b"x" * 110_000_000, isBinary=False)
         elif mode == "unwelcome":
             self.send({"type": "welcome", "welcome": {"error": HOSTILE_TEXT}})
         elif mode in ("error", "no-answer", "out-of-order", "no-close"):
             self.send({"type": "welcome", "welcome": {}})
+        elif mode == "flap":
+            Hostile.connections += 1
+            self.send({"type": "welcome", "welcome": {}})
+            self.sendClose()
+            print(f"CONNECTION {Hostile.connections}", flush=True)
         if mode == "out-of-order":
             for stray in ({"type": "closed"}, {"type": "released"},
                           {"type": "claimed", "mailbox": "stray"},
@@ -72,6 +80,9 @@ class Hostile(WebSocketServerProtocol):
         kind = msg.get("type")
         if self.mode in ("error", "no-answer", "out-of-order", "no-close"):
             self.send({"type": "ack", "id": msg.get("id")})
+        if self.mode == "big" and kind == "claim":  # answered first: the big one takes seconds
+            self.send({"type": "claimed", "mailbox": "mbx4"})
+            self.send({"type": "ack", "id": "x" * 60_000_000})
         if self.mode == "error" and kind == "bind":
             self.send({"type": "error", "error": HOSTILE_TEXT, "orig": msg})
         if self.mode != "no-close":

@@ -28,6 +28,7 @@ from faultkit import (
     stop,
     wait_until_partial,
 )
+from nsproc import hilltop_command
 from transferkit import digest, random_file
 
 if TYPE_CHECKING:
@@ -222,6 +223,42 @@ def test_mailbox_restarted_mid_transfer(peers: Peers, restartable_mailbox: Mailb
     assert received.returncode == 0, received.describe()
     assert sent.returncode == 0, sent.describe()
     assert digest(dest / src.name) == digest(src)
+
+
+@pytest.mark.parametrize("sender", ["hilltop", "official"])
+def test_mailbox_gone_for_good_at_the_question(peers: Peers, restartable_mailbox: MailboxServer,
+                                               own_relay: OwnRelay, dest: Path, tmp_path: Path,
+                                               sender: str) -> None:
+    """Issue 27 item 20: the server dies for good while the receiver's user reads "ok?".
+    The receiver used to give up only after ~122 s ("no transit connection within 120 s",
+    whatever --idle-timeout said), or blame an official sender for "stopped sending"; a
+    hilltop sender still waited at 200 s. Now each side ends --idle-timeout after the loss
+    (8 s here), naming the mailbox server; an official sender still waits (its way)."""
+    src = random_file(tmp_path / "small.bin", 1_000_000)
+    idle = ["--idle-timeout", "8"]
+    if sender == "hilltop":
+        s = peers.hilltop("send", "--no-listen", *idle, str(src),
+                          relay_url=restartable_mailbox.url, transit_helper=own_relay.hint)
+    else:
+        s = peers.official("send", "--no-listen", str(src), relay_url=restartable_mailbox.url,
+                           transit_helper=own_relay.hint)
+    code = s.wait_for_code()
+    go = tmp_path / "answer-now"
+    answer_when_told = f'(while [ ! -e "{go}" ]; do sleep 0.1; done; echo y) | "$@"'
+    r = peers.run("hilltop", ["sh", "-c", answer_when_told, "sh", *hilltop_command(),
+                              "--relay-url", restartable_mailbox.url, "--transit-helper",
+                              own_relay.hint, "receive", "--no-listen", *idle, code],
+                  relay_url=restartable_mailbox.url, transit_helper=own_relay.hint, cwd=dest)
+    r.wait_for_line("Receiving")  # the offer is shown, "ok? (y/N)" waits
+    restartable_mailbox.kill()
+    go.touch()  # the user says yes to a wormhole whose server is gone
+    received = ends_cleanly(r, 40, "ERROR: lost the connection to the mailbox server and "
+                            "could not get it back within 8 s", status=1)
+    assert "Lost the connection to the mailbox server; trying again in 1 s" in received.stderr
+    assert "stopped sending" not in received.stderr, received.describe()
+    assert nothing_visible(dest) == []
+    if sender == "hilltop":
+        ends_cleanly(s, 40, "ERROR: lost the connection to the mailbox server", status=1)
 
 
 # --- the peer closes its mailbox before transit ------------------------------------------------

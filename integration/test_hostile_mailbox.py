@@ -54,7 +54,7 @@ CASES = [
     ("bad-utf8", "receive", "the mailbox server broke the WebSocket protocol"),
     ("binary-garbage", "receive", "mailbox server sent a message that is not UTF-8"),
     ("big", "receive", "mailbox server sent an oversized message"),
-    ("huge", "receive", "the mailbox server sent a message over 16.8 MB"),
+    ("huge", "receive", "the mailbox server sent a message over 100.7 MB"),
     ("unwelcome", "receive", "the mailbox server refused us: go away\\x1b[2J\\x1b]0;owned\\x07"),
     ("error", "receive", "mailbox server error: go away\\x1b[2J"),
     ("silent", "receive", "sent no welcome within 3 s"),
@@ -99,3 +99,26 @@ def test_a_goodbye_never_confirmed_does_not_hold_the_sender(
     assert receiver.returncode == 0 and sent.returncode == 0, (receiver.describe(),
                                                                sent.describe())
     assert receiver.stdout == "through a rude server"  # into a pipe: exactly as sent
+
+
+def test_a_server_that_closes_every_connection_is_given_up_on(
+        hilltop: Callable[..., Peer], hostile_mailbox: Callable[[str], str]) -> None:
+    """Issue 27 item 21: a server that closes each connection right after its welcome made
+    hilltop reconnect once a second for ever, saying nothing. Now the attempts back off
+    (1, 2, 4 s), each is announced, and the run ends at ``--idle-timeout`` (8 s here)."""
+    url = hostile_mailbox("flap")
+    started = time.monotonic()
+    result = hilltop("receive", "--idle-timeout", "8", "4-purple-sausages", relay_url=url,
+                     transit_helper="tcp:127.0.0.1:9").finish(60)
+    took = time.monotonic() - started
+    assert result.returncode == 1, result.describe()
+    assert "Traceback" not in result.stderr, result.describe()
+    [line] = [ln for ln in result.stderr.splitlines() if ln.startswith("ERROR:")]
+    assert "closed our connection right after accepting it, 4 times in a row" in line, (
+        result.describe())
+    said = [ln.split("; ")[1] for ln in result.stderr.splitlines()
+            if ln.startswith("Lost the connection to the mailbox server; ")]
+    assert [s.split(" (")[0] for s in said] == [
+        "trying again in 1 s", "trying again in 2 s", "trying again in 4 s", "giving up in 1 s"
+    ], result.describe()
+    assert 8 <= took < 40, f"took {took:.1f} s:\n{result.describe()}"

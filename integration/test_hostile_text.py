@@ -147,7 +147,7 @@ PEAK_RSS = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]);
 def test_a_100_mb_text_is_refused_with_bounded_memory(peers: Peers, mailbox_url: str,
                                                       fresh_code: str) -> None:
     """A peer offers 100 MB of text through the official mailbox server, which relays it
-    (200 MB of hex in one frame). The receiver's WebSocket refuses the frame from its header,
+    (200 MB of hex in one frame). The receiver's WebSocket refuses the frame from its header
     before reading it: one clear line, non-zero exit, and its memory never holds the text."""
     peer = subprocess.Popen([sys.executable, str(HERE / "hostile_text_peer.py"), mailbox_url,
                              fresh_code, "huge", "100"],
@@ -167,8 +167,47 @@ def test_a_100_mb_text_is_refused_with_bounded_memory(peers: Peers, mailbox_url:
     assert received.returncode == 1, received.describe()
     assert "Traceback" not in received.stderr, received.describe()
     [line] = [ln for ln in received.stderr.splitlines() if ln.startswith("ERROR:")]
-    assert "the mailbox server sent a message over 16.8 MB" in line, received.describe()
+    assert "the mailbox server sent a message over 100.7 MB" in line, received.describe()
     assert received.stdout == "", received.describe()
     peak = int(re.search(r"maxrss (\d+)", received.stderr).group(1))  # type: ignore[union-attr]
     assert peak < MAX_RSS, f"receiver peaked at {peak} KiB:\n{received.describe()}"
     print(f"refused after {time.monotonic() - started:.1f} s, receiver peak RSS {peak} KiB")
+
+
+TEXT_RSS = 400 * 1024  # KiB: the 40 MB frame, its text and the 20 MB message, a few times over
+
+
+def test_an_official_senders_20_mb_text_arrives(peers: Peers, fresh_code: str) -> None:
+    """Issue 27 item 22: official 0.24 delivers a 20 MB text to its own receiver (no limit
+    in its client or server: one frame of ~40 MB of hex); hilltop refused it at 8 MiB and the
+    official sender, never told, waited for ever. Both now end well, the text whole."""
+    text = "0123456789abcdef" * (20_000_000 // 16)
+    sender = peers.official("send", "--code", fresh_code, "--text", "-", stdin=text)
+    received = peers.run("hilltop", [sys.executable, "-c", PEAK_RSS, *hilltop_command(),
+                                     "--relay-url", peers.servers.relay_url, "receive",
+                                     fresh_code],
+                         relay_url=peers.servers.relay_url).finish(240)
+    sent = sender.finish(120)
+    assert received.returncode == 0, received.describe()
+    assert sent.returncode == 0, sent.describe()
+    assert received.stdout == text  # into a pipe: exactly as sent
+    peak = int(re.search(r"maxrss (\d+)", received.stderr).group(1))  # type: ignore[union-attr]
+    assert peak < TEXT_RSS, f"receiver peaked at {peak} KiB"
+    print(f"20 MB text: receiver peak RSS {peak} KiB")
+
+
+def test_an_official_sender_is_told_when_its_text_is_too_big(peers: Peers,
+                                                             fresh_code: str) -> None:
+    """Issue 27 item 22: a text over what we take (30 MB: a ~60 MB frame, over 48 MiB but
+    under the header cut) is refused, and the official sender is told, so it exits too."""
+    text = "0123456789abcdef" * (30_000_000 // 16)
+    sender = peers.official("send", "--code", fresh_code, "--text", "-", stdin=text)
+    received = peers.hilltop("receive", fresh_code).finish(240)
+    sent = sender.finish(120)
+    assert received.returncode == 1, received.describe()
+    assert "Traceback" not in received.stderr, received.describe()
+    [line] = [ln for ln in received.stderr.splitlines() if ln.startswith("ERROR:")]
+    assert "the peer sent a message over 50.3 MB" in line, received.describe()
+    assert received.stdout == ""
+    assert sent.returncode != 0, sent.describe()
+    assert "message too big for this receiver" in sent.stderr + sent.stdout, sent.describe()

@@ -54,7 +54,8 @@ class Proc:
     """A hilltop process whose stdin we feed, whose stdout we hash, whose stderr we keep."""
 
     def __init__(self, args: list[str], peers: Peers, cwd: Path,
-                 feed: Iterator[bytes] | None = None, read_at_most: int | None = None) -> None:
+                 feed: Iterator[bytes] | None = None, read_at_most: int | None = None,
+                 drain: bool = True) -> None:
         self._read_at_most = read_at_most  # then close our end of its stdout (| head -c N)
         env = dict(os.environ)
         env.update({"WORMHOLE_RELAY_URL": peers.servers.relay_url,
@@ -73,8 +74,9 @@ class Proc:
         self.out_bytes = 0
         self.first_bytes = b""
         self.hwm_kib = 0
-        self._threads = [threading.Thread(target=self._drain, daemon=True),
-                         threading.Thread(target=self._sample, daemon=True)]
+        self._threads = [threading.Thread(target=self._sample, daemon=True)]
+        if drain:  # else nobody reads its stdout: a consumer that stopped reading
+            self._threads.append(threading.Thread(target=self._drain, daemon=True))
         if feed is not None:
             self._threads.append(threading.Thread(target=self._feed, args=(feed,), daemon=True))
         for t in self._threads:
@@ -357,6 +359,61 @@ def test_a_consumer_that_stops_reading_fails_both_sides(peers: Peers, tmp_path: 
     assert "Traceback" not in receiver.stderr()
     assert sender.finish() == 1, sender.stderr()
     assert "Traceback" not in sender.stderr()
+
+
+def test_a_stream_sender_that_sends_nothing_is_given_up_on(peers: Peers, tmp_path: Path,
+                                                           procs: list[Proc]) -> None:
+    """Issue 27 item 18: a stream sender that connects and sends nothing held its receiver
+    for ever, whatever ``--idle-timeout`` said."""
+
+    def silence() -> Iterator[bytes]:
+        time.sleep(600)  # stdin stays open and says nothing (the fixture kills the sender)
+        yield b""
+
+    c = code()
+    sender = Proc(["send", "--hide-progress", "--code", c, "-"], peers, tmp_path / "send",
+                  feed=silence())
+    procs.append(sender)
+    receiver = Proc(["receive", "--idle-timeout", "3", "--accept-file", "-o", "-", c], peers,
+                    tmp_path / "receive")
+    procs.append(receiver)
+    assert receiver.finish(90) == 1, receiver.stderr()
+    assert "nothing moved for 3 s: the sender sent nothing more" in receiver.stderr()
+    assert "Traceback" not in receiver.stderr() and receiver.out_bytes == 0
+    assert sender.finish(60) == 1, sender.stderr()  # it hears the receiver leave
+    assert "Traceback" not in sender.stderr()
+
+
+def test_a_fifo_sender_gives_up_on_a_receiver_that_stops_reading(
+        peers: Peers, tmp_path: Path, procs: list[Proc]) -> None:
+    """Issue 27 item 18: ``send FIFO`` into a receiver whose output nobody reads any more
+    waited for ever; with ``--idle-timeout 3`` it ends in one line."""
+    fifo = tmp_path / "src" / "feed"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)
+
+    def produce() -> None:  # until the sender stops reading the FIFO
+        try:
+            with open(fifo, "wb") as f:
+                for chunk in generated(2 * GIGABYTE, seed=3):
+                    f.write(chunk)
+        except OSError:
+            pass
+
+    writer = threading.Thread(target=produce, daemon=True)
+    writer.start()
+    c = code()
+    sender = Proc(["send", "--idle-timeout", "3", "--hide-progress", "--code", c, str(fifo)],
+                  peers, tmp_path / "send")
+    procs.append(sender)
+    receiver = Proc(["receive", "--accept-file", "-o", "-", c], peers, tmp_path / "receive",
+                    drain=False)
+    procs.append(receiver)
+    assert sender.finish(120) == 1, sender.stderr()
+    assert "the receiver stopped taking data but kept the connection open" in sender.stderr()
+    assert "Traceback" not in sender.stderr()
+    receiver.kill()
+    writer.join(10)
 
 
 LIBRARY_RECEIVER = """

@@ -53,7 +53,9 @@ class LanLimits:
     frames: int = 1000
     """A text transfer takes about 10 frames a side; a WebRTC one about 20."""
     frame_bytes: int = 8 * 1024 * 1024
-    """What our own client accepts (``hilltop.rendezvous.messages.MAX_FRAME_CHARS``)."""
+    """What every hilltop sender stays under (its ``--text -`` and manifest budgets); only
+    hilltop peers meet on a LAN mailbox, so the client's larger limit for official senders
+    (``hilltop.rendezvous.messages.MAX_FRAME_CHARS``) is not needed here."""
     connection_bytes: int = 16 * 1024 * 1024
     """Two frames of the biggest size: a text message near the frame limit still goes through."""
     address_bytes: int = 32 * 1024 * 1024

@@ -31,6 +31,7 @@ from hilltop.errors import (
     ProtocolError,
     ServerError,
     ServerUnreachableError,
+    UnknownOfferError,
     UnwelcomeError,
     WrongCodeError,
 )
@@ -39,6 +40,12 @@ from hilltop.rendezvous import codes, key, messages
 NUMBERED_PHASE = re.compile(r"^[0-9]{1,9}$")
 RECONNECT_FIRST_DELAY = 1.0
 RECONNECT_MAX_DELAY = 60.0
+STABLE_CONNECTION = 30.0
+"""Seconds a connection must last to count as the server working again: only then does the
+next loss start over from :data:`RECONNECT_FIRST_DELAY` with a fresh :attr:`Timeouts.reconnect`.
+Why: a server that closes every connection right after its welcome made us reconnect once a
+second for ever (each welcome counted as a recovery); its connections last milliseconds, a
+working server's last as long as the transfer."""
 
 
 @dataclass(frozen=True)
@@ -59,9 +66,15 @@ class Timeouts:
     """From ``allocate``/``claim`` to ``allocated``/``claimed``."""
     close: float = 10.0
     """From ``release``/``close`` to ``released``/``closed``."""
+    reconnect: float = 120.0
+    """From losing a working connection to giving up on getting one back (attempts back off
+    from 1 s, doubling, to 60 s apart). The CLI sets it to ``--idle-timeout``: a wormhole whose
+    mailbox is gone cannot tell its peer anything, so waiting longer than for a silent peer
+    helps nobody; official 0.24 retries for ever, silently."""
 
     def scaled(self, factor: float) -> Timeouts:
-        return Timeouts(self.welcome * factor, self.reply * factor, self.close * factor)
+        return Timeouts(self.welcome * factor, self.reply * factor, self.close * factor,
+                        self.reconnect * factor)
 
 
 WAIT_TEXT = {
@@ -123,8 +136,27 @@ class PongEvent:
 
 
 @dataclass(frozen=True)
+class Refused:
+    """A frame over :data:`messages.MAX_FRAME_CHARS` arrived once the key was confirmed: a
+    peer's message (only a text offer gets that big) that we will not read. The wormhole stays
+    open so the application can tell the peer (``error.reply``) instead of leaving it waiting."""
+
+    error: UnknownOfferError
+
+
+@dataclass(frozen=True)
 class ConnectNow:
     """The shell should open a (new) WebSocket connection."""
+
+
+@dataclass(frozen=True)
+class Reconnecting:
+    """The connection to the server was lost (or would not stay up): the next attempt is in
+    ``retry_in`` seconds, and the engine gives up ``give_up_in`` seconds from now."""
+
+    retry_in: float
+    give_up_in: float
+    attempt: int
 
 
 @dataclass(frozen=True)
@@ -140,7 +172,7 @@ class ClosedEvent:
 
 Event = (
     WelcomeEvent | NameplatesEvent | CodeReady | CodeConsumed | KeyEstablished | PeerVersions
-    | Received | PongEvent | ConnectNow | DisconnectNow | ClosedEvent
+    | Received | Refused | PongEvent | ConnectNow | Reconnecting | DisconnectNow | ClosedEvent
 )
 
 
@@ -231,6 +263,11 @@ class Mailbox:
         self._ever_connected = False
         self._retry_at: float | None = None
         self._retry_delay = RECONNECT_FIRST_DELAY
+        self._up_since: float | None = None  # when the current connection opened
+        self._trouble_since: float | None = None  # when the server stopped working for us
+        self._attempts = 0  # reconnections tried since then
+        self._short_lived = 0  # of those, how many opened and closed again at once
+        self._last_attempt = ""  # why the latest one failed, as the shell says it
 
         self.code: str | None = None
         self.nameplate: str | None = None
@@ -278,7 +315,15 @@ class Mailbox:
         deadlines = [d for d in self._waits.values() if d is not None]
         if self.link is Link.WAITING and self._retry_at is not None:
             deadlines.append(self._retry_at)
+        give_up = self._give_up_at()
+        if give_up is not None:
+            deadlines.append(give_up)
         return min(deadlines, default=None)
+
+    def _give_up_at(self) -> float | None:
+        if self._trouble_since is None or self.link not in (Link.WAITING, Link.CONNECTING):
+            return None
+        return self._trouble_since + self.timeouts.reconnect
 
     # --- connection inputs -----------------------------------------------------------------
     def connected(self, now: float) -> None:
@@ -294,7 +339,7 @@ class Mailbox:
     def _connected(self, now: float) -> None:
         self.link = _move(LINK_MOVES, self.link, "connected")
         self._ever_connected = True
-        self._retry_delay = RECONNECT_FIRST_DELAY
+        self._up_since = now
         self._waits = {"welcome": now + self.timeouts.welcome}
         self.your_address = None  # the new connection's welcome says it anew
         self._send("bind", appid=self.appid, side=self.side, client_version=self._client_version)
@@ -341,10 +386,24 @@ class Mailbox:
         if self.stage is Stage.CLOSING:
             self._finish_close()
             return
-        event = "lost" if self.link is Link.UP else "failed"
-        self.link = _move(LINK_MOVES, self.link, event)
-        self._retry_at = now + self._retry_delay
-        self._retry_delay = min(self._retry_delay * 2, RECONNECT_MAX_DELAY)
+        was_up = self.link is Link.UP
+        self.link = _move(LINK_MOVES, self.link, "lost" if was_up else "failed")
+        self._last_attempt = attempt
+        if was_up and self._up_since is not None:
+            if now - self._up_since >= STABLE_CONNECTION:  # it worked: start over
+                self._trouble_since = None
+                self._retry_delay = RECONNECT_FIRST_DELAY
+                self._attempts = self._short_lived = 0
+            elif self._trouble_since is not None:
+                self._short_lived += 1
+        if self._trouble_since is None:
+            self._trouble_since = now
+        delay = self._retry_delay
+        self._retry_at = now + delay
+        self._retry_delay = min(delay * 2, RECONNECT_MAX_DELAY)
+        give_up_at = self._give_up_at()
+        assert give_up_at is not None
+        self._events.append(Reconnecting(delay, max(0.0, give_up_at - now), self._attempts + 1))
 
     def handle_timer(self, now: float) -> None:
         for reply, deadline in list(self._waits.items()):
@@ -353,13 +412,21 @@ class Mailbox:
             elif now >= deadline:
                 self._waited_in_vain(reply)
                 return
+        give_up = self._give_up_at()
+        if give_up is not None and now >= give_up:
+            self._give_up_reconnecting()
+            return
         if self.link is Link.WAITING and self._retry_at is not None and now >= self._retry_at:
             self.link = _move(LINK_MOVES, self.link, "retry")
             self._retry_at = None
+            self._attempts += 1
             self._events.append(ConnectNow())
 
     def frame_received(self, text: str | bytes, now: float) -> None:
         if self.stage is Stage.CLOSED:
+            return
+        if self.stage is Stage.CONFIRMED and len(text) > messages.MAX_FRAME_CHARS:
+            self._refuse_oversized()
             return
         self._now = now
         try:
@@ -459,6 +526,28 @@ class Mailbox:
         self._fail(ServerError(f"the mailbox server {WAIT_TEXT[reply]} within {waited:g} s; "
                                "it may be overloaded or not a wormhole mailbox server"),
                    "errory", tell_server=False)
+
+    def _refuse_oversized(self) -> None:
+        """Official 0.24 sets no size limit: its sender waits for an answer to any text, so
+        it is told (issue 27 item 22), not left waiting for ever."""
+        from hilltop.units import readable_size
+
+        limit = readable_size(messages.MAX_FRAME_CHARS)
+        self._events.append(Refused(UnknownOfferError(
+            f"the peer sent a message over {limit}, more than this receiver takes (a text "
+            "that big is better sent as a file)",
+            reply=f"message too big for this receiver (over {limit}); send it as a file")))
+
+    def _give_up_reconnecting(self) -> None:
+        waited = self.timeouts.reconnect
+        if self._short_lived:
+            why = (f"the mailbox server closed our connection right after accepting it, "
+                   f"{self._short_lived + 1} times in a row; gave up after {waited:g} s")
+        else:
+            last = f"; the last: {self._last_attempt}" if self._last_attempt else ""
+            why = (f"lost the connection to the mailbox server and could not get it back "
+                   f"within {waited:g} s ({self._attempts} attempts{last})")
+        self._fail(ServerUnreachableError(why), "errory", tell_server=False)
 
     def _add(self, phase: str, body: bytes) -> None:
         self._pending[phase] = body.hex()

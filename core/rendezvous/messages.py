@@ -14,8 +14,12 @@ from typing import Any
 
 from hilltop.errors import ProtocolError
 
-MAX_FRAME_CHARS = 8 * 1024 * 1024
-"""Largest frame we accept. A text offer is the only big message; 8 MiB of hex is plenty."""
+MAX_FRAME_CHARS = 48 * 1024 * 1024
+"""Largest frame we accept. A text offer is the only big message. Official 0.24 sets no limit
+in its client or server, and its sender delivers a 20 MB text to its own receiver in one frame
+of ~40 MB of hex; 48 MiB takes that (texts up to ~25 MB) and bounds memory: the 20 MB text
+peaked our receiver at 221 MiB RSS. Frames over twice this are refused from their header
+(:mod:`hilltop.rendezvous.client`). Our own senders stay under 8 MiB, which every hilltop reads."""
 
 
 @dataclass(frozen=True)

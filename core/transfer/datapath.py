@@ -200,8 +200,11 @@ class _SourceProducer:
         from hilltop.transit.bulkpump import BatchSealer
         from hilltop.transit.pipeline import OrderedWorker
 
-        self._idle = IdleTimer(reactor, idle_timeout,
-                               lambda t: self._finish(stalled(t, SEND_STALLED)))
+        self._reactor = reactor
+        self._idle_timeout = idle_timeout
+        # runs only while the connection holds us back: a source with nothing to give for a
+        # while (a silent pipe, a slow disk) is not the receiver's stall
+        self._idle = IdleTimer(reactor, None, self._stalled)
         self._conn = conn
         self._progress = progress
         self._batches = BatchSealer(source, conn.sealer, record_size, _BATCH_BYTES, hasher)
@@ -231,16 +234,22 @@ class _SourceProducer:
     def pauseProducing(self) -> None:  # noqa: N802 - Twisted's interface
         self._paused = True
         self._worker.set_hungry(False)  # the socket is full: collect on resume
+        if not self.done.called:
+            self._idle.stop()
+            self._idle = IdleTimer(self._reactor, self._idle_timeout, self._stalled)
 
     def resumeProducing(self) -> None:  # noqa: N802
         self._paused = False
-        self._idle.moved()
+        self._idle.stop()
         self._worker.poll()
         self._worker.set_hungry(True)
         self._flush()
 
     def stopProducing(self) -> None:  # noqa: N802
         self._finish(TransitError("the transit connection closed while sending"))
+
+    def _stalled(self, seconds: float) -> None:
+        self._finish(stalled(seconds, SEND_STALLED))
 
     def _sealed(self, result: tuple[bytes, int] | None) -> None:
         if result is None:
@@ -257,7 +266,6 @@ class _SourceProducer:
             except TransitError as err:
                 self._finish(err)
                 return
-            self._idle.moved()
             self._progress(n)
         self._fill()
 

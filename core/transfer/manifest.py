@@ -23,7 +23,8 @@ Decisions:
 * Why not a zip: the receiver then knows every name, size and count before it says yes (a
   zip's names come only as its bytes do), and there is nothing to parse on the data path.
 * At most :data:`MAX_MANIFEST_BYTES` of JSON (one mailbox message, hex-encoded, stays well
-  under the 8 MiB frames our client accepts); a sender with more entries sends one folder.
+  under 8 MiB, the frames every hilltop client accepts); a sender with more entries sends one
+  folder.
 
 Pure: dataclasses and JSON, no filesystem.
 """
@@ -40,7 +41,7 @@ from hilltop.transfer.entrynames import Claims, safe_parts
 FILES_KIND: Final = "hilltop-files"
 MAX_MANIFEST_BYTES: Final = 7 * 512 * 1024
 """JSON bytes a manifest may take (3.5 MiB, about 60,000 entries): sealed and hex-encoded it
-is under 8 MiB, the largest mailbox frame our client reads."""
+is under 8 MiB, the largest mailbox frame hilltop clients read before issue 27."""
 MAX_ENTRIES: Final = 100_000
 """Entries a received manifest may list (a cheap bound before the names are checked)."""
 MAX_MODE: Final = 0o7777

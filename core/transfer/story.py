@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from hilltop.errors import (
     PeerRejectedError,
@@ -25,12 +25,15 @@ from hilltop.errors import (
     StalledError,
     TransferError,
     TransitError,
+    UnknownOfferError,
 )
 from hilltop.rendezvous import capabilities
 from hilltop.transfer import datapath, offers, resume
 from hilltop.transfer.datapath import DataPath, Progress
 from hilltop.transit import records
 from hilltop.transit.options import TransitOptions
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:  # the transit machinery is imported when a transfer starts, not before:
     from hilltop.api import Wormhole
@@ -308,8 +311,11 @@ async def receive_offer(w: Wormhole, *, reactor: Any = None, idle_timeout: float
     """
     peer_transit: offers.TransitMsg | None = None
     while True:
-        # its errors (and the idle time-out's) end the wormhole: nothing to answer
-        data = await _message(w, reactor, idle_timeout)
+        try:  # its errors (and the idle time-out's) end the wormhole: nothing to answer,
+            data = await _message(w, reactor, idle_timeout)
+        except UnknownOfferError as err:  # but for a message too big to read (Refused)
+            w.send_message(offers.ErrorMsg(err.reply).to_wire())
+            raise
         try:
             msg = offers.parse_app_message(data)
         except ProtocolError as err:
@@ -409,14 +415,18 @@ async def receive_into(
             request = (offset, os.urandom(resume.SALT_SIZE))
             proving = threads.deferToThread(sink.prove_prefix, request[1])  # type: ignore
         w.send_message(offers.Answer(offers.FILE_ACK, resume=request).to_wire())
-        conn = await connect_transit(runner, peer_transit, plan.cipher)
+        heard = SenderHeard(progress)
+        conn = await unless_mailbox_lost(w, connect_transit(runner, peer_transit, plan.cipher),
+                                         heard)
         try:
             if proving is not None:
                 offset = await _check_proof(reactor, conn, sink, proving, offset, plan.hashed,
                                             on_resume, options.idle_timeout)
+                heard.sent = True
             on_connected(conn.description)
-            await datapath.receive(reactor, conn, sink, size - offset, progress,
-                                   inline=v1_sender, idle_timeout=options.idle_timeout)
+            await unless_mailbox_lost(w, datapath.receive(
+                reactor, conn, sink, size - offset, heard, inline=v1_sender,
+                idle_timeout=options.idle_timeout), heard)
             digest = sink.finish()
             try:
                 conn.send_record(_ack(digest))
@@ -435,6 +445,50 @@ async def receive_into(
     finally:
         if runner is not None:
             await runner.stop()
+
+
+class SenderHeard:
+    """Whether the sender has shown it heard our answer (its first byte, or its proof of a
+    resumed prefix); wraps the transfer's progress callback to see the first byte."""
+
+    def __init__(self, progress: Progress) -> None:
+        self._progress = progress
+        self.sent = False
+
+    def __call__(self, nbytes: int) -> None:
+        self.sent = True
+        self._progress(nbytes)
+
+
+async def unless_mailbox_lost(w: Wormhole, work: Coroutine[Any, Any, T],
+                              heard: SenderHeard) -> T:
+    """``work``, ended by the wormhole's own error if the wormhole fails before the sender
+    showed it heard our answer (``heard``).
+
+    Why: the answer travels through the mailbox; when the server is gone for good
+    (:attr:`hilltop.rendezvous.mailbox.Timeouts.reconnect`, ``--idle-timeout`` in the CLI)
+    before the sender had it, no byte will come. The receiver waited for the transit race's
+    120 s and then blamed transit, or, with an official sender whose connection came up,
+    reported a sender that "stopped sending" (issue 27 item 20). Once data flows the mailbox
+    is not needed: losing it then changes nothing.
+    """
+    from twisted.internet import defer
+
+    d = defer.ensureDeferred(work)
+    lost: list[BaseException] = []
+
+    def closed(failure: Any) -> None:
+        if not d.called and not heard.sent:
+            lost.append(failure.value)
+            d.cancel()
+
+    w.when_closed().addErrback(closed)
+    try:
+        return await d
+    except defer.CancelledError:
+        if lost:
+            raise lost[0] from None
+        raise
 
 
 async def _check_proof(reactor: Any, conn: TransitConnection, sink: Sink, proving: Any,

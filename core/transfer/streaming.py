@@ -29,6 +29,7 @@ from twisted.internet import defer
 from hilltop.errors import (
     LocalError,
     ProtocolError,
+    StalledError,
     TransferError,
     TransitError,
     UnsendableError,
@@ -56,6 +57,11 @@ POLL_SECONDS = 0.25
 """How often a read waiting for a silent pipe looks whether the transfer was stopped."""
 RECEIVE_AHEAD = 4 * records.BIG_RECORD_SIZE
 """Sealed bytes handed to the worker but not yet written; past this, stop reading the socket."""
+STREAM_STALLED = ("the sender sent nothing more but kept the connection open; what arrived "
+                  "is incomplete (a pipe that is silent longer than that needs a larger "
+                  "--idle-timeout)")
+"""Why a stream receive stalled. The receiver cannot tell a frozen sender from a producer
+with nothing to say, so a stream's silence has the file's limit (``--idle-timeout``)."""
 NOT_A_STREAM_PEER = ("the sender is streaming data of unknown length (a pipe), which only "
                      "hilltop receivers can take")
 """The ``error`` text a receiver without ``stream-v1`` gets."""
@@ -222,20 +228,26 @@ async def send_stream(
         conn.when_closed().addCallback(lambda _: source.cancel())
         try:
             on_connected(conn.description)
+            idle = options.idle_timeout
             digest = await datapath.send_until_end(reactor, conn, source, progress,
-                                                   plan.record_size, plan.hashed)
+                                                   plan.record_size, plan.hashed,
+                                                   idle_timeout=idle)
             trailer = Trailer(source.position, digest)
             conn.send_record(END_MARKER)
             conn.send_record(trailer.to_record())
             try:
-                ack = await conn.receive_record()
+                ack = await story.next_record(reactor, conn, idle, "confirming the stream")
+            except StalledError:
+                raise
             except TransitError:
                 raise TransferError(
                     "the receiver closed the connection without confirming the stream") from None
             story._check_ack(ack, digest)
-            return trailer
-        finally:
-            await conn.close()
+        except BaseException:
+            await conn.abort()  # close() would wait to flush what a stalled receiver never takes
+            raise
+        await conn.close()
+        return trailer
     finally:
         await runner.stop()
 
@@ -268,19 +280,24 @@ async def receive_stream_into(
         hints = await runner.our_hints()
         w.send_message(story.transit_message(runner, hints))
         w.send_message(offers.Answer(offers.FILE_ACK).to_wire())
-        conn = await story.connect_transit(runner, peer_transit, plan.cipher)
+        heard = story.SenderHeard(progress)
+        conn = await story.unless_mailbox_lost(
+            w, story.connect_transit(runner, peer_transit, plan.cipher), heard)
         try:
             on_connected(conn.description)
-            trailer = await receive_stream_data(reactor, conn, sink, progress)
+            trailer = await story.unless_mailbox_lost(w, receive_stream_data(
+                reactor, conn, sink, heard, idle_timeout=options.idle_timeout), heard)
             sink.end_at(trailer.length)
             digest = sink.finish(trailer.sha256)
             try:
                 conn.send_record(story._ack(digest))
             except TransitError as err:
                 on_unacknowledged(str(err))
-            return trailer
-        finally:
-            await conn.close()
+        except BaseException:
+            await conn.abort()
+            raise
+        await conn.close()
+        return trailer
     except BaseException:
         sink.abort()
         raise
@@ -290,21 +307,24 @@ async def receive_stream_into(
 
 
 async def receive_stream_data(reactor: Any, conn: TransitConnection, sink: Sink,
-                              progress: Progress) -> Trailer:
+                              progress: Progress, *,
+                              idle_timeout: float | None = None) -> Trailer:
     """The stream's records into ``sink`` up to its trailer, which is returned once it
     agreed with the count. Like a sized file (:func:`hilltop.transfer.datapath.receive`): on a
     thread reading the socket itself when the connection has a plain one (:mod:`bulkpump`;
     1 GiB through a pipe took 2.4 s of receiver CPU on the reactor path), else through
-    :class:`_StreamReceiver`."""
+    :class:`_StreamReceiver`. ``idle_timeout``: seconds without a byte from the sender
+    before :class:`StalledError` (:data:`STREAM_STALLED`), as for a file."""
     with datapath.calm_gc():
         borrowed = await conn.borrow_socket_for_receiving()
         if borrowed is None:
-            return await _StreamReceiver(reactor, conn, sink, progress).run()
+            return await _StreamReceiver(reactor, conn, sink, progress, idle_timeout).run()
         from hilltop.transit import bulkpump
 
         sock, leftover = borrowed
         pump = bulkpump.Pump(reactor, sock, _pump_stream(leftover, conn.opener, sink),
-                             progress, "hilltop-receive")
+                             progress, "hilltop-receive", idle_timeout=idle_timeout,
+                             stalled=STREAM_STALLED)
         try:
             return await pump.done
         finally:
@@ -349,9 +369,11 @@ class _StreamReceiver:
     :class:`StreamReader` and writes the data to the sink, strictly in order."""
 
     def __init__(self, reactor: Any, conn: TransitConnection, sink: Sink,
-                 progress: Progress) -> None:
+                 progress: Progress, idle_timeout: float | None = None) -> None:
         from hilltop.transit.pipeline import OrderedWorker
 
+        self._reactor = reactor
+        self._idle_timeout = idle_timeout
         self._conn = conn
         self._sink = sink
         self._progress = progress
@@ -367,10 +389,14 @@ class _StreamReceiver:
                                      name="hilltop-receive")
 
     async def run(self) -> Trailer:
+        self._idle = datapath.IdleTimer(
+            self._reactor, self._idle_timeout,
+            lambda t: self._fail(datapath.stalled(t, STREAM_STALLED)))
         self._conn.set_frame_receiver(self._frames, self._lost)
         try:
             return await self._done
         finally:
+            self._idle.stop()
             self._conn.set_frame_receiver(None, None)
             await self._worker.stop()  # before the sink closes its file under the worker
 
@@ -378,6 +404,7 @@ class _StreamReceiver:
     def _frames(self, frames: list[Any]) -> None:
         if self._done.called:
             return
+        self._idle.moved()
         nbytes = sum(len(f) for f in frames)
         self._waiting += nbytes
         self._worker.submit((frames, nbytes))
@@ -393,6 +420,7 @@ class _StreamReceiver:
             self._progress(plain)
         if self._done.called:
             return
+        self._idle.moved()  # our own slow consumer (stdout) is not the sender's silence
         if ended:
             try:
                 trailer = self._reader.check()

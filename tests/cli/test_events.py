@@ -114,6 +114,23 @@ def test_a_reader_that_went_away_stops_the_events_not_the_command(tmp_path: Path
     assert result.returncode == 0
 
 
+def test_a_lost_mailbox_is_said_in_both_modes(json_mode: None,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from hilltop.rendezvous.mailbox import Reconnecting
+
+    events.reconnecting(Reconnecting(retry_in=4.0, give_up_in=112.5, attempt=3))
+    [got] = lines(capsys.readouterr().out)
+    assert (got["event"], got["retry_in"], got["give_up_in"], got["attempt"]) == (
+        "mailbox_reconnecting", 4.0, 112.5, 3)
+    events.enable_json(False)
+    events.reconnecting(Reconnecting(retry_in=1.0, give_up_in=20.0, attempt=1))
+    assert capsys.readouterr().err == ("Lost the connection to the mailbox server; trying "
+                                       "again in 1 s (giving up in 20 s)\n")
+    events.reconnecting(Reconnecting(retry_in=8.0, give_up_in=1.0, attempt=4))
+    assert capsys.readouterr().err == ("Lost the connection to the mailbox server; giving up "
+                                       "in 1 s\n")
+
+
 def test_the_json_help_lists_every_event_and_no_missing_file() -> None:
     """``--json``'s help pointed at docs/json-events.md, which an installed copy lacks; it now
     names the events itself, the schema's list exactly."""

@@ -56,7 +56,7 @@ def test_the_key_is_appended_with_safe_modes(tmp_path: Path) -> None:
     ssh = tmp_path / ".ssh"
     old = os.umask(0o022)
     try:
-        assert sshkeys.append_key(ssh, sshkeys.parse_public_key(fake_key() + " one"))
+        assert sshkeys.append_key(ssh, sshkeys.parse_public_key(fake_key() + " one")) is None
     finally:
         os.umask(old)
     assert stat.S_IMODE(ssh.stat().st_mode) == 0o700
@@ -71,7 +71,7 @@ def test_existing_lines_stay_and_a_missing_newline_is_added(tmp_path: Path) -> N
     keys = ssh / "authorized_keys"
     keys.write_text("ssh-rsa AAAAexisting old")  # no final newline
     keys.chmod(0o640)
-    assert sshkeys.append_key(ssh, sshkeys.parse_public_key(fake_key() + " new"))
+    assert sshkeys.append_key(ssh, sshkeys.parse_public_key(fake_key() + " new")) is None
     assert keys.read_text() == f"ssh-rsa AAAAexisting old\n{fake_key()} new\n"
     assert stat.S_IMODE(keys.stat().st_mode) == 0o640  # an existing file's mode is its owner's
 
@@ -79,9 +79,45 @@ def test_existing_lines_stay_and_a_missing_newline_is_added(tmp_path: Path) -> N
 def test_a_key_already_there_is_not_added_twice(tmp_path: Path) -> None:
     ssh = tmp_path / ".ssh"
     key = sshkeys.parse_public_key(fake_key() + " c")
-    assert sshkeys.append_key(ssh, key)
-    assert not sshkeys.append_key(ssh, sshkeys.parse_public_key(fake_key() + " other comment"))
+    assert sshkeys.append_key(ssh, key) is None
+    again = sshkeys.append_key(ssh, sshkeys.parse_public_key(fake_key() + " other comment"))
+    assert again == ""  # there already, on a line without options
     assert (ssh / "authorized_keys").read_text().count("ssh-ed25519") == 1
+
+
+RESTRICTED = [
+    'restrict,command="rsync --server -e.LsfxC . /backup" {key} backup',
+    'command="echo \\"a, b\\" c",no-pty {key}',  # an escaped quote, commas and blanks inside
+    'from="10.0.0.0/8,192.168.1.1",cert-authority\t{key}',
+    '  no-agent-forwarding   {key} spaced',
+]
+
+
+@pytest.mark.parametrize("template", RESTRICTED)
+def test_a_key_there_with_options_keeps_its_line(tmp_path: Path, template: str) -> None:
+    ssh = tmp_path / ".ssh"
+    ssh.mkdir(mode=0o700)
+    keys = ssh / "authorized_keys"
+    line = template.format(key=fake_key())
+    before = f"# mine\nssh-rsa AAAAother x\n{line}\n"
+    keys.write_text(before)
+    options = sshkeys.append_key(ssh, sshkeys.parse_public_key(fake_key() + " new comment"))
+    assert options == line.strip().split(fake_key())[0].strip()
+    assert keys.read_text() == before  # the restricted line stays the only one for the key
+
+
+def test_options_naming_a_key_type_inside_quotes_do_not_confuse_the_reader() -> None:
+    other = fake_key("ssh-rsa")
+    text = f'command="ssh-ed25519 {fake_key().split()[1]}" {other}\n'
+    key = sshkeys.parse_public_key(fake_key())
+    assert sshkeys.existing_options(text, key) is None  # the ed25519 key is only quoted text
+    assert sshkeys.existing_options(text, sshkeys.parse_public_key(other)) is not None
+
+
+@pytest.mark.parametrize("line", ["", "   ", "# ssh-ed25519 AAAA", 'command="open ssh-ed25519',
+                                  "restrict"])
+def test_lines_without_a_key_are_skipped(line: str) -> None:
+    assert sshkeys.split_key_line(line) is None
 
 
 def test_a_symlinked_authorized_keys_is_refused(tmp_path: Path) -> None:

@@ -8,6 +8,8 @@ up before its offer (the mailbox server does not tell us the peer closed its sid
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 import threading
 import time
@@ -167,3 +169,165 @@ async def test_a_cancel_from_elsewhere_is_not_a_time_out() -> None:
     d.cancel()
     with pytest.raises(defer.CancelledError):
         await d
+
+
+# --- streams (stream-v1: ``send -``, a FIFO): the same limit in both directions ---------------
+@pytest.mark.parametrize("path", ["pump", "reactor"])
+@pytest_twisted.ensureDeferred
+async def test_a_stream_sender_that_sends_nothing_stalls_the_receive(path: str) -> None:
+    """Issue 27 item 18: a stream sender that connected and then said nothing held its
+    receiver for ever (no idle limit on the stream's receive)."""
+    from twisted.internet import reactor
+
+    from hilltop.transfer import streaming
+    from hilltop.transfer.filesink import UNKNOWN_SIZE, StreamSink
+
+    s, r, cs, cr = await connected_pair(reactor)
+    if path != "pump":
+        reactor_path(cs, cr)
+    started = time.monotonic()
+    with pytest.raises(StalledError, match="the sender sent nothing more"):
+        await streaming.receive_stream_data(reactor, cr, StreamSink(io.BytesIO(), UNKNOWN_SIZE),
+                                            lambda _n: None, idle_timeout=IDLE)
+    assert IDLE <= time.monotonic() - started < BOUND
+    assert threads_end("hilltop-receive")
+    await cs.close()
+    await s.stop()
+    await r.stop()
+
+
+class _SilentThenEnds:
+    """A pipe whose producer says one thing, is silent for ``pause`` s, then ends."""
+
+    def __init__(self, pause: float) -> None:
+        self._pause = pause
+        self._reads = 0
+
+    def readinto(self, buffer: memoryview | bytearray) -> int:
+        self._reads += 1
+        if self._reads == 1:
+            buffer[:5] = b"hello"
+            return 5
+        if self._reads == 2:
+            time.sleep(self._pause)
+        return 0
+
+
+@pytest.mark.parametrize("path", ["pump", "reactor"])
+@pytest_twisted.ensureDeferred
+async def test_a_silent_pipe_is_not_the_receivers_stall(path: str) -> None:
+    """The sending side's limit counts only time the receiver holds us back: a producer with
+    nothing to say for longer than the limit is no stall of the receiver's."""
+    from twisted.internet import reactor
+
+    s, r, cs, cr = await connected_pair(reactor)
+    if path != "pump":
+        reactor_path(cs, cr)
+    records_in: list[bytes] = []
+    cr.set_record_receiver(records_in.append, lambda _err: None)
+    digest = await datapath.send_until_end(reactor, cs, _SilentThenEnds(3 * IDLE),
+                                           lambda _n: None, records.BIG_RECORD_SIZE, True,
+                                           idle_timeout=IDLE)
+    assert digest == hashlib.sha256(b"hello").hexdigest()
+    await cs.close()
+    await s.stop()
+    await r.stop()
+
+
+@pytest.mark.parametrize("path", ["pump", "reactor"])
+@pytest_twisted.ensureDeferred
+async def test_a_receiver_that_stops_reading_stalls_a_stream_send(tmp_path: Path,
+                                                                  path: str) -> None:
+    """``send FIFO`` into a receiver that stopped reading: the stream's send has the limit."""
+    from twisted.internet import reactor
+
+    from hilltop.transfer.streaming import StreamSource
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    writer_done = threading.Event()
+
+    def produce() -> None:  # as fast as the pipe takes it, until the reader gives up
+        try:
+            with open(fifo, "wb") as f:
+                while not writer_done.is_set():
+                    f.write(b"z" * 65536)
+        except OSError:
+            pass
+
+    threading.Thread(target=produce, daemon=True).start()
+    s, r, cs, cr = await connected_pair(reactor)
+    if path != "pump":
+        reactor_path(cs, cr)
+    cr.pauseProducing()
+    source = StreamSource(str(fifo))
+    started = time.monotonic()
+    try:
+        with pytest.raises(StalledError, match="the receiver stopped taking data"):
+            await datapath.send_until_end(reactor, cs, source, lambda _n: None,
+                                          records.BIG_RECORD_SIZE, False, idle_timeout=IDLE)
+    finally:
+        writer_done.set()
+        source.cancel()
+        source.close()
+    assert IDLE <= time.monotonic() - started < BOUND + 2.0
+    assert threads_end("hilltop-send")
+    await cs.abort()
+    await s.stop()
+    await r.stop()
+
+
+# --- the mailbox lost for good before the sender heard our answer (issue 27 item 20) -------------
+class ClosingWormhole:
+    """A wormhole whose mailbox server is given up on when the test says so."""
+
+    def __init__(self) -> None:
+        self._closed: list[defer.Deferred[str]] = []
+
+    def when_closed(self) -> defer.Deferred[str]:
+        d: defer.Deferred[str] = defer.Deferred()
+        self._closed.append(d)
+        return d
+
+    def lose_the_mailbox(self) -> None:
+        from hilltop.errors import ServerUnreachableError
+
+        for d in self._closed:
+            d.errback(ServerUnreachableError("lost the connection to the mailbox server"))
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_mailbox_lost_before_the_first_byte_ends_the_wait_with_its_cause() -> None:
+    from hilltop.errors import ServerUnreachableError
+
+    w = ClosingWormhole()
+    never: defer.Deferred[None] = defer.Deferred()
+    cancelled: list[bool] = []
+    never.addErrback(lambda f: cancelled.append(bool(f.check(defer.CancelledError))) or f)
+
+    async def waiting_for_the_sender() -> None:
+        await never
+
+    waiting = defer.ensureDeferred(story.unless_mailbox_lost(
+        w, waiting_for_the_sender(), story.SenderHeard(lambda _n: None)))  # type: ignore[arg-type]
+    w.lose_the_mailbox()
+    with pytest.raises(ServerUnreachableError, match="lost the connection to the mailbox"):
+        await waiting
+    assert cancelled == [True]  # what it waited for was stopped, not left running
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_mailbox_lost_once_data_flows_changes_nothing() -> None:
+    w = ClosingWormhole()
+    moved: list[int] = []
+    heard = story.SenderHeard(moved.append)
+    arrived: defer.Deferred[str] = defer.Deferred()
+
+    async def receiving() -> str:
+        heard(100)  # the sender's first bytes: it had our answer
+        return await arrived
+
+    waiting = defer.ensureDeferred(story.unless_mailbox_lost(w, receiving(), heard))  # type: ignore[arg-type]
+    w.lose_the_mailbox()
+    arrived.callback("done")
+    assert await waiting == "done" and moved == [100]

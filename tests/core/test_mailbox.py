@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
@@ -236,6 +237,7 @@ def test_reconnect_resends_unechoed_adds_and_loses_nothing() -> None:
     ca.drop(now=10.0)
     assert a.link is mb.Link.WAITING
     assert a.next_deadline() == pytest.approx(11.0)
+    assert events(a) == [mb.Reconnecting(retry_in=1.0, give_up_in=120.0, attempt=1)]
     a.handle_timer(10.5)
     assert a.next_event() is None  # not yet
     a.handle_timer(11.0)
@@ -256,7 +258,8 @@ def test_reconnect_resends_unechoed_adds_and_loses_nothing() -> None:
 
 
 def test_reconnect_backoff_doubles_up_to_a_cap() -> None:
-    a = engine(11)
+    rng = random.Random(11)
+    a = mb.Mailbox(APPID, "a" * 10, rng.randbytes, {}, timeouts=mb.Timeouts(reconnect=1e6))
     a.connected(0.0)
     now = 0.0
     delays = []
@@ -265,10 +268,81 @@ def test_reconnect_backoff_doubles_up_to_a_cap() -> None:
         deadline = a.next_deadline()
         delays.append(deadline - now)
         a.handle_timer(deadline)
-        assert isinstance(a.next_event(), mb.ConnectNow)
+        assert [type(e) for e in events(a)] == [mb.Reconnecting, mb.ConnectNow]
         now = deadline
     assert delays[:4] == [1.0, 2.0, 4.0, 8.0]
     assert max(delays) == mb.RECONNECT_MAX_DELAY
+
+
+def flap(a: mb.Mailbox, server: FakeServer, now: float, up_for: float) -> Conn:
+    """One connection that opens, gets its welcome, and is closed ``up_for`` s later."""
+    conn = server.connect(a, now=now)
+    pump(conn)
+    conn.drop(now=now + up_for)
+    return conn
+
+
+def run_out(a: mb.Mailbox, now: float, on_connect: Callable[[float], None]) -> tuple[
+        float, list[mb.Event]]:
+    """Drive ``a`` by its deadlines until it closes; ``on_connect(now)`` plays each attempt.
+    Returns when it closed and every event it gave."""
+    seen = events(a)
+    while a.stage is not mb.Stage.CLOSED:
+        deadline = a.next_deadline()
+        assert deadline is not None and deadline >= now
+        now = deadline
+        a.handle_timer(now)
+        evs = events(a)
+        if of(mb.ConnectNow, evs):
+            on_connect(now)
+            evs += events(a)
+        seen += evs
+    return now, seen
+
+
+def test_a_server_that_closes_every_connection_is_backed_off_and_given_up_on() -> None:
+    """Issue 27 item 21: each welcome used to count as a recovery, so a server that closed
+    every connection right after it was retried once a second for ever, silently."""
+    server = FakeServer()
+    a = engine(31)
+    a.set_code("5-x-y")
+    flap(a, server, 0.0, 0.01)
+    now, seen = run_out(a, 0.0, lambda t: flap(a, server, t, 0.01))
+    retries = of(mb.Reconnecting, seen)
+    assert [r.retry_in for r in retries] == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0]
+    assert [r.attempt for r in retries] == [1, 2, 3, 4, 5, 6, 7]
+    assert now == pytest.approx(120.01)  # Timeouts.reconnect after the first loss, not later
+    closed = of(mb.ClosedEvent, seen)[0]
+    assert isinstance(closed.error, ServerUnreachableError)
+    assert "closed our connection right after accepting it, 7 times in a row" in str(
+        closed.error)
+    assert a.next_deadline() is None
+
+
+def test_a_server_gone_for_good_is_given_up_on_at_the_reconnect_limit() -> None:
+    """Issue 27 item 20: a mailbox that died for good was retried for ever (official too)."""
+    rng = random.Random(32)
+    a = mb.Mailbox(APPID, "b" * 10, rng.randbytes, {}, timeouts=mb.Timeouts(reconnect=20.0))
+    server = FakeServer()
+    server.connect(a, now=0.0).drop(now=100.0)
+    assert events(a)[-1] == mb.Reconnecting(retry_in=1.0, give_up_in=20.0, attempt=1)
+    now, seen = run_out(a, 100.0, lambda t: a.connection_lost(t + 0.5))  # each one refused
+    assert now == pytest.approx(120.0)
+    closed = of(mb.ClosedEvent, seen)[0]
+    assert "could not get it back within 20 s (4 attempts)" in str(closed.error)
+
+
+def test_a_connection_that_lasted_starts_the_backoff_over() -> None:
+    server = FakeServer()
+    a = engine(33)
+    flap(a, server, 0.0, 0.01)
+    a.handle_timer(1.01)
+    flap(a, server, 1.01, 0.01)
+    assert a.next_deadline() == pytest.approx(1.02 + 2.0)
+    a.handle_timer(3.02)
+    flap(a, server, 3.02, mb.STABLE_CONNECTION)  # a working connection, lost later
+    assert events(a)[-1] == mb.Reconnecting(retry_in=1.0, give_up_in=120.0, attempt=1)
+    assert a.next_deadline() == pytest.approx(3.02 + mb.STABLE_CONNECTION + 1.0)
 
 
 def test_first_connection_failure_is_fatal_and_clear() -> None:
@@ -367,6 +441,29 @@ def test_oversized_frame_is_rejected() -> None:
     a.frame_received("x" * (mb.messages.MAX_FRAME_CHARS + 1), 0.0)
     closed = of(mb.ClosedEvent, events(a))[0]
     assert "oversized" in str(closed.error)
+
+
+def test_an_oversized_message_after_the_key_is_refused_and_the_peer_can_be_told() -> None:
+    """Issue 27 item 22: official senders set no limit and wait for an answer to any text;
+    a message too big to read leaves the wormhole open, so the receiver answers it."""
+    server = FakeServer()
+    a, b = engine(41), engine(42)
+    ca, cb = server.connect(a), server.connect(b)
+    a.set_code("7-x-y")
+    b.set_code("7-x-y")
+    pump(ca, cb)
+    events(a)
+    events(b)
+    assert a.stage is mb.Stage.CONFIRMED
+    a.frame_received("x" * (mb.messages.MAX_FRAME_CHARS + 1), 0.0)
+    [refused] = events(a)
+    assert isinstance(refused, mb.Refused) and "more than this receiver takes" in str(
+        refused.error)
+    assert "message too big for this receiver (over 50.3 MB)" in refused.error.reply
+    assert a.stage is mb.Stage.CONFIRMED
+    a.send(refused.error.reply.encode())
+    pump(ca, cb)
+    assert [e.data for e in of(mb.Received, events(b))] == [refused.error.reply.encode()]
 
 
 def test_peer_messages_before_our_code_are_kept_until_we_have_it() -> None:
