@@ -143,7 +143,8 @@ def test_official_receiver_declining_is_status_4(peers: Peers, tmp_path: Path,
 
 def test_usage_errors_are_status_2_with_an_error_event(peers: Peers) -> None:
     dead = "ws://127.0.0.1:9/v1"
-    for args in (["--json", "send"], ["send", "--json", "--code-length", "0", "--text", "x"],
+    for args in (["--json", "receive", "--allocate", "1-foo-bar"],
+                 ["send", "--json", "--code-length", "0", "--text", "x"],
                  ["--json", "receive", "not-a-code"]):
         result = peers.hilltop(*args, relay_url=dead, transit_helper="tcp:127.0.0.1:9").finish()
         assert result.returncode == 2, result.describe()
