@@ -29,7 +29,7 @@ def test_a_text_transfer_traces_both_sides_mailboxes(hilltop: Callable[..., Peer
     sent = sender.finish()
     assert received.returncode == 0 and sent.returncode == 0, (sent.describe(),
                                                                  received.describe())
-    assert received.stdout == "traced text\n", received.describe()
+    assert received.stdout == "traced text", received.describe()
     for who, result in (("send", sent), ("recv", received)):
         moves = traced(result.stderr)
         assert {m[0] for m in moves} == {who}, result.describe()
