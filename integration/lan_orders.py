@@ -4,7 +4,7 @@ The acceptance run of issue 27, item 1: a receiver started before its sender (an
 right after it) is served every time, beside a busy loop. Uses the namespaces of
 ``test_lan_netns.py`` (sender in ``a``, receiver in ``b``); needs root and iproute2::
 
-    integration/netns-run .venv/bin/python integration/lan_orders.py --runs 20 --size 50000000
+    integration/netns-run .venv-ci/bin/python integration/lan_orders.py --runs 20 --size 50000000
 
 Prints one line a run and the counts per order; exits 1 if any run failed.
 """
