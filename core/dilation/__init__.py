@@ -8,4 +8,4 @@ Twisted shell :mod:`.shell`, which races L2 connections over hilltop's transport
 """
 
 # The I/O shells; every other module here is pure (tests/test_layers.py).
-IO_MODULES: frozenset[str] = frozenset()
+IO_MODULES = frozenset({"shell"})

@@ -238,6 +238,7 @@ GEN_MOVES: dict[tuple[Gen, str], Gen] = {
     (Gen.CONNECTED, "reconnect"): Gen.ABANDONING,
     (Gen.ABANDONING, "lost (follower)"): Gen.CONNECTING,
     (Gen.CONNECTING, "reconnect"): Gen.CONNECTING,
+    (Gen.CONNECTING, "race failed (leader)"): Gen.FLUSHING,
     **{(s, "stop"): Gen.STOPPED for s in Gen},
 }
 
@@ -324,6 +325,13 @@ class Generations:
             if was is Gen.ABANDONING:
                 self._actions.append(Send(wire.Reconnecting()))
                 self._start()
+
+    def race_failed(self) -> None:
+        """A generation's race ended without a connection. The leader starts over the way it
+        does after a loss (reconnect, then wait for reconnecting); the follower waits."""
+        if self.leader and self.state is Gen.CONNECTING:
+            self._move("race failed (leader)")
+            self._actions.append(Send(wire.Reconnect()))
 
     def stop(self) -> None:
         self.state = move(GEN_MOVES, self.state, "stop")
