@@ -274,6 +274,8 @@ def forward(ctx: click.Context, code: str | None, services: tuple[str, ...],
             say(f"Wormhole code is: {await w.allocate_code(code_length)}")
         dilated = w.dilate(transit=options)
         fw = Forwarder(reactor, dilated, service_ports, client_ports)
+        dilator = await dilated.dilator()
+        dilator.on_status = lambda text: say(f"dilation: {text}")
         await dilated.listener_for(fowl.COMMANDS).listen(
             Factory.forProtocol(lambda: Commands(fw)))
         await dilated.listener_for(fowl.CONNECT).listen(

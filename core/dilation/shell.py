@@ -33,6 +33,8 @@ HINT_GATHER = 0.5
 official sends its relay hints and its listener hints in two messages, moments apart."""
 NO_HINTS_START = 5.0
 """Race anyway (inbound connections only) if the peer sent no hints within this time."""
+RETRY_DELAY = 1.0
+"""Seconds between a generation's failed race and the leader's next ``reconnect``."""
 PAUSE_ABOVE = 4 << 20
 """Stop reading local producers while this many bytes wait for the peer's ACK."""
 RESUME_BELOW = 1 << 20
@@ -202,9 +204,15 @@ class Dilator:
         log.info("dilation generation failed: %s", failure.getErrorMessage())
         self._status(f"no connection: {failure.getErrorMessage()}")
         # the leader starts again through reconnect; the follower waits for it
+        # a pause before the next round, so a relay that is down is not dialled in a tight loop
+        self.reactor.callLater(RETRY_DELAY, self._retry)
+        return None
+
+    def _retry(self) -> None:
+        if self.gens.state is m.Gen.STOPPED:
+            return
         self.gens.race_failed()
         self._act()
-        return None
 
     def _won(self, runner: Any, won: Any) -> None:
         if runner is not self._runner:
