@@ -117,11 +117,12 @@ def help_command(ctx: click.Context) -> None:
 
 
 def _register() -> None:
-    from hilltop.cli import completion, receive, send, ssh, transports
+    from hilltop.cli import completion, forward, receive, send, ssh, transports
 
     cli.add_command(send.send)
     cli.add_command(receive.receive)
     cli.add_command(ssh.ssh)
+    cli.add_command(forward.forward)
     cli.add_command(transports.transports)
     cli.add_command(completion.completion)
 

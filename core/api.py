@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from hilltop import __version__
 from hilltop._runtime.awaitable import DualDeferred, Queue, Watch
+from hilltop.dilation import wire as dilation_wire
 from hilltop.errors import HilltopError, LocalError, WormholeClosed
 from hilltop.rendezvous import capabilities, key, mailbox
 from hilltop.rendezvous.client import EndpointFactory, RendezvousClient, default_endpoint
@@ -28,6 +29,7 @@ if TYPE_CHECKING:  # a text message imports no transit code
 
     from twisted.internet.interfaces import IReactorTime
 
+    from hilltop.dilation.shell import DilatedWormhole
     from hilltop.transfer.offers import DirectoryOffer, FileOffer, FilesOffer, TransitMsg
     from hilltop.transfer.source import Source
     from hilltop.transit.options import TransitOptions
@@ -60,6 +62,7 @@ class Wormhole:
         random_bytes: Callable[[int], bytes] = os.urandom,
         endpoint_factory: EndpointFactory = default_endpoint,
         timeouts: mailbox.Timeouts | None = None,
+        dilation: bool = False,
     ) -> None:
         if reactor is None:
             from twisted.internet import reactor as default_reactor
@@ -79,7 +82,12 @@ class Wormhole:
             app_versions=app_versions,
             client_version=("hilltop", __version__),
             timeouts=timeouts or _timeouts_from_env(),
+            version_extras=dilation_wire.version_fields() if dilation else None,
         )
+        self._dilation_enabled = dilation
+        self._dilator: Any = None
+        self._dilate_inbox: list[bytes] = []
+        self._peer_versions_full = Watch()
         self._code = Watch()
         self._consumed = Watch()
         self._verifier = Watch()
@@ -179,6 +187,45 @@ class Wormhole:
         if queue is None:
             queue = self._side[name] = Queue()
         return queue
+
+    # --- Dilation ------------------------------------------------------------------------------
+    def dilate(self, *, transit: TransitOptions | None = None,
+               ping_interval: float = 30.0) -> DilatedWormhole:
+        """A durable channel to the peer (official 0.24's Dilation); needs ``dilation=True``.
+
+        Returns at once; subchannels opened through the result wait until the first L2
+        connection is up, and every later one is re-established by itself. L2 connections race
+        over the same transports as file transfers (``transit`` picks them and the relays).
+        Fails (through ``when_dilated``) if the peer's ``version`` lacks ``can-dilate``.
+        """
+        from hilltop.dilation.shell import DilatedWormhole
+
+        if not self._dilation_enabled:
+            raise LocalError("create the Wormhole with dilation=True to dilate it")
+        if self._dilator is not None or getattr(self, "_dilating", False):
+            raise LocalError("a wormhole can be dilated only once")
+        self._dilating = True
+        return DilatedWormhole(_dual(self._start_dilation(transit, ping_interval)))
+
+    async def _start_dilation(self, transit: TransitOptions | None,
+                              ping_interval: float) -> Any:
+        from hilltop.dilation.shell import Dilator, runner_factory
+        from hilltop.transit.options import TransitOptions
+
+        versions = await self._peer_versions_full.when()
+        version = dilation_wire.shared_version(dilation_wire.VERSIONS, versions)
+        if version is None:
+            raise LocalError("the peer cannot dilate (its version message has no can-dilate "
+                             "we share; official peers need dilation=True)")
+        dilator = Dilator(self._reactor, lambda data: self._input(
+            lambda: self._engine.send_dilate(data)), self._shared_key(), version,
+            runner_factory(self._reactor, self, transit or TransitOptions()),
+            ping_interval=ping_interval)
+        self._dilator = dilator
+        inbox, self._dilate_inbox = self._dilate_inbox, []
+        for data in inbox:
+            dilator.got_message(data)
+        return dilator
 
     # --- files and streams (transit) --------------------------------------------------------
     def send_file(self, path: str, *, transit: TransitOptions | None = None,
@@ -396,8 +443,14 @@ class Wormhole:
                 self._consumed.fire(None)
             case mailbox.KeyEstablished(verifier):
                 self._verifier.fire(verifier)
-            case mailbox.PeerVersions(app_versions):
+            case mailbox.PeerVersions(app_versions, versions):
                 self._versions.fire(app_versions)
+                self._peer_versions_full.fire(versions)
+            case mailbox.DilateReceived(data):
+                if self._dilator is None:
+                    self._dilate_inbox.append(data)
+                else:
+                    self._dilator.got_message(data)
             case mailbox.Received(data):
                 name = _side_channel(data)
                 if name is None:
@@ -415,8 +468,10 @@ class Wormhole:
     def _on_closed(self, mood: str, error: HilltopError | None) -> None:
         self._close_error = error
         failure: BaseException = error if error is not None else WormholeClosed()
+        if self._dilator is not None:
+            self._dilator.stop()
         for watch in (self._code, self._consumed, self._verifier, self._versions,
-                      self._welcome):
+                      self._welcome, self._peer_versions_full):
             watch.fail(failure)
         self._nameplates.fail(failure)
         self._messages.fail(failure)

@@ -36,7 +36,7 @@ from serverkit import (
 )
 
 PEER_PACKAGES = (
-    "magic-wormhole==0.24.0",
+    "magic-wormhole[dilate]==0.24.0",
     "magic-wormhole-mailbox-server",
     "magic-wormhole-transit-relay",
 )

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum, auto
 from typing import Any
 
@@ -38,6 +38,8 @@ from hilltop.errors import (
 from hilltop.rendezvous import codes, key, messages
 
 NUMBERED_PHASE = re.compile(r"^[0-9]{1,9}$")
+DILATE_PHASE = re.compile(r"^dilate-([0-9]{1,9})$")
+"""Dilation's own phases (official 0.24 writes them in lower case), one counter per side."""
 RECONNECT_FIRST_DELAY = 1.0
 RECONNECT_MAX_DELAY = 60.0
 STABLE_CONNECTION = 30.0
@@ -120,9 +122,18 @@ class KeyEstablished:
 
 @dataclass(frozen=True)
 class PeerVersions:
-    """The peer's ``version`` message decrypted: the key is confirmed, app messages may flow."""
+    """The peer's ``version`` message decrypted: the key is confirmed, app messages may flow.
+    ``versions`` is the whole message (Dilation's ``can-dilate`` sits beside ``app_versions``)."""
 
     app_versions: dict[str, Any]
+    versions: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DilateReceived:
+    """The peer's next ``dilate-N`` message, decrypted, in order (for :mod:`hilltop.dilation`)."""
+
+    data: bytes
 
 
 @dataclass(frozen=True)
@@ -172,7 +183,8 @@ class ClosedEvent:
 
 Event = (
     WelcomeEvent | NameplatesEvent | CodeReady | CodeConsumed | KeyEstablished | PeerVersions
-    | Received | Refused | PongEvent | ConnectNow | Reconnecting | DisconnectNow | ClosedEvent
+    | Received | DilateReceived | Refused | PongEvent | ConnectNow | Reconnecting | DisconnectNow
+    | ClosedEvent
 )
 
 
@@ -249,8 +261,10 @@ class Mailbox:
         app_versions: dict[str, Any] | None = None,
         client_version: tuple[str, str] = ("hilltop", "0"),
         timeouts: Timeouts = Timeouts(),
+        version_extras: dict[str, Any] | None = None,
     ) -> None:
         self.appid = appid
+        self._version_extras = dict(version_extras or {})
         self.timeouts = timeouts
         self.side = side
         self._random = random_bytes
@@ -289,6 +303,10 @@ class Mailbox:
         self._next_out = 0
         self._inbound: dict[int, bytes] = {}
         self._next_in = 0
+        self._dilate_out: list[bytes] = []  # dilate-N bodies waiting for key confirmation
+        self._next_dilate_out = 0
+        self._dilate_in: dict[int, bytes] = {}
+        self._next_dilate_in = 0
         self._mood = "happy"
         self._error: HilltopError | None = None
         self._closing_waits: set[str] = set()
@@ -488,6 +506,14 @@ class Mailbox:
         if self.stage is Stage.CONFIRMED:
             self._flush_outbox()
 
+    def send_dilate(self, data: bytes) -> None:
+        """Queue a Dilation message for our next ``dilate-N`` phase (sent once confirmed)."""
+        if self.stage in (Stage.CLOSING, Stage.CLOSED):
+            raise LocalError("the wormhole is closed")
+        self._dilate_out.append(data)
+        if self.stage is Stage.CONFIRMED:
+            self._flush_outbox()
+
     def ping(self, n: int) -> None:
         if self.link is Link.UP:
             self._send("ping", ping=n)
@@ -629,14 +655,15 @@ class Mailbox:
                 self._peer_pake = msg.body
             else:
                 self._finish_pake(msg.body)
-        elif msg.phase == "version" or NUMBERED_PHASE.match(msg.phase):
+        elif (msg.phase == "version" or NUMBERED_PHASE.match(msg.phase)
+              or DILATE_PHASE.match(msg.phase)):
             if self.stage is Stage.TWO_KEYS and msg.phase == "version":
                 self._adopt_key(self._key_that_opens(msg))
             if self.shared_key is None:
                 self._early.append(msg)
             else:
                 self._on_encrypted(msg)
-        # other phases (dilate-N, future extensions) are ignored on purpose
+        # other phases (future extensions) are ignored on purpose
 
     def _finish_pake(self, body: bytes) -> None:
         assert self._pake is not None
@@ -672,7 +699,8 @@ class Mailbox:
         self.shared_key = shared
         self.stage = _move(STAGE_MOVES, self.stage, "key")
         self._events.append(KeyEstablished(key.verifier(shared)))
-        plaintext = json.dumps({"app_versions": self._app_versions}).encode()
+        plaintext = json.dumps({**self._version_extras,
+                                "app_versions": self._app_versions}).encode()
         self._add("version", self._seal("version", plaintext))
         early, self._early = self._early, []
         for msg in early:
@@ -691,6 +719,9 @@ class Mailbox:
         plaintext = key.open_sealed(phase_key, msg.body)  # WrongCodeError on failure
         if msg.phase == "version":
             self._on_peer_version(plaintext)
+        elif (dilate := DILATE_PHASE.match(msg.phase)) is not None:
+            self._dilate_in[int(dilate.group(1))] = plaintext
+            self._deliver()
         else:
             self._inbound[int(msg.phase)] = plaintext
             self._deliver()
@@ -702,7 +733,8 @@ class Mailbox:
             raise ProtocolError("the peer's version message is not JSON") from None
         app_versions = versions.get("app_versions") if isinstance(versions, dict) else None
         self.stage = _move(STAGE_MOVES, self.stage, "confirm")
-        self._events.append(PeerVersions(app_versions if isinstance(app_versions, dict) else {}))
+        self._events.append(PeerVersions(app_versions if isinstance(app_versions, dict) else {},
+                                         versions if isinstance(versions, dict) else {}))
         self._flush_outbox()
         self._deliver()
 
@@ -712,10 +744,18 @@ class Mailbox:
             phase = str(self._next_out)
             self._next_out += 1
             self._add(phase, self._seal(phase, data))
+        dilate, self._dilate_out = self._dilate_out, []
+        for data in dilate:
+            phase = f"dilate-{self._next_dilate_out}"
+            self._next_dilate_out += 1
+            self._add(phase, self._seal(phase, data))
 
     def _deliver(self) -> None:
         if self.stage is not Stage.CONFIRMED:
             return
+        while self._next_dilate_in in self._dilate_in:
+            self._events.append(DilateReceived(self._dilate_in.pop(self._next_dilate_in)))
+            self._next_dilate_in += 1
         while self._next_in in self._inbound:
             self._events.append(Received(self._inbound.pop(self._next_in)))
             self._next_in += 1

@@ -57,8 +57,10 @@ class WinningStream:
     already be on their way by then.
     """
 
-    def __init__(self, stream: ByteStream, leftover: bytes) -> None:
+    def __init__(self, stream: ByteStream, leftover: bytes, shake: Any = None) -> None:
         self.stream = stream
+        self.shake = shake
+        """The handshake engine that won (Dilation reads its Noise session from it)."""
         self.description = stream.description
         self._held: list[bytes] = [leftover] if leftover else []
         self._lost: str | None = None
@@ -117,8 +119,13 @@ class TransitRunner:
         settings: TransportSettings | None = None,
         hook_timeouts: HookTimeouts | None = None,
         on_attempt: Callable[[AttemptNote], None] | None = None,
+        handshake: Callable[[str | None], Any] | None = None,
     ) -> None:
         self.reactor = reactor
+        # Dilation races its own L2 handshake (hilltop.dilation.l2.L2Shake) through this same
+        # race: called with the relay side (or None for a direct stream), it returns an engine
+        # with the interface of hs.Handshake.
+        self._handshake = handshake
         self._on_attempt = on_attempt
         self.role: Role = role
         self._tk = transit_key
@@ -372,7 +379,9 @@ class TransitRunner:
 
     def _begin_handshake(self, a: _Attempt, via_relay: bool) -> None:
         assert a.stream is not None
-        a.shake = hs.Handshake(self.role, self._tk, self._side16 if via_relay else None)
+        side16 = self._side16 if via_relay else None
+        a.shake = (self._handshake(side16) if self._handshake is not None
+                   else hs.Handshake(self.role, self._tk, side16))
         a.stream.start_receiving(lambda data: self._shake_data(a, data),
                                  lambda why: self._shake_lost(a, why))
         a.stream.write(a.shake.data_to_send())
@@ -431,7 +440,7 @@ class TransitRunner:
         a.done = True
         self._note(a, "won")
         self._cancel_timer()
-        won = WinningStream(a.stream, a.shake.leftover)
+        won = WinningStream(a.stream, a.shake.leftover, a.shake)
         log.info("transit connected: %s", won.description)
         self._stop_soon()
         if self._result is not None and not self._result.called:

@@ -349,3 +349,37 @@ def test_lan_txt_records(properties: dict[Any, Any], nameplate: str, found: list
     only_our_errors(lambda: lanwire.parse_mailbox_txt(properties, nameplate))
     only_our_errors(lambda: lanwire.order_addresses(found))
     only_our_errors(lambda: lanwire.nameplate_of(name))
+
+
+@settings(FUZZ, max_examples=min(FUZZ.max_examples, 2000))  # small parsers: CI stays lean
+@given(st.binary(max_size=200) | documents)
+@example(b"\x03\x00\x00\x02\x01\x00\x00\x01\x00\xff")
+def test_dilation_records_messages_and_fowl(data: bytes) -> None:
+    """Dilation's L3 records, its dilate-N messages and fowl's control messages: a value or
+    one of our errors."""
+    from hilltop.dilation import fowl, wire
+    from hilltop.dilation import records as drecords
+
+    only_our_errors(lambda: drecords.parse(data))
+    only_our_errors(lambda: wire.parse(data))
+    only_our_errors(lambda: fowl.MessageReader().feed(data))
+    only_our_errors(lambda: fowl.MessageReader().feed(len(data).to_bytes(2, "big") + data))
+
+
+@settings(FUZZ, max_examples=min(FUZZ.max_examples, 1000))  # Noise costs ~15 ms an example
+@given(st.booleans(), st.booleans(),
+       st.lists(garbage_or(st.sampled_from([
+           b"ok\n", b"Magic-Wormhole Dilation Handshake v1 Leader\n\n",
+           b"Magic-Wormhole Dilation Handshake v1 Follower\n\n",
+           b"\x00\x00\x00\x30" + bytes(48), b"\xff\xff\xff\xff"])), max_size=5))
+def test_dilation_l2_handshake(leader: bool, relay: bool, chunks: list[bytes]) -> None:
+    from hilltop.dilation import l2
+
+    shake = l2.L2Shake(leader, TRANSIT_KEY, "0123456789abcdef" if relay else None)
+    for chunk in chunks:
+        shake.receive_data(chunk)
+        if shake.state is l2.L2State.READY:
+            shake.send_go()
+        while shake.next_event() is not None:
+            pass
+    shake.connection_lost()

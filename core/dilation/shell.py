@@ -1,0 +1,491 @@
+"""The Twisted shell of Dilation: feeds :mod:`.manager` and carries out what it returns.
+
+Each generation is one :class:`hilltop.transit.runner.TransitRunner` race with the Dilation
+handshake (:class:`hilltop.dilation.l2.L2Shake`) in place of the transit one, so every
+transport hilltop races for a file transfer (direct TCP, relays, punch, Tor, LAN, plugins)
+also carries L2 connections. Subchannels are Twisted transports; programs reach them through
+:class:`DilatedWormhole` endpoints, the shape official 0.24 offers (``connector_for`` /
+``listener_for``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+from twisted.internet import defer, error
+from twisted.internet.interfaces import IAddress, IStreamClientEndpoint, IStreamServerEndpoint
+from twisted.internet.protocol import Factory, Protocol
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from hilltop._runtime.awaitable import DualDeferred, Watch
+from hilltop.dilation import l2, wire
+from hilltop.dilation import manager as m
+from hilltop.errors import HilltopError, ProtocolError
+
+log = logging.getLogger(__name__)
+
+HINT_GATHER = 0.5
+"""Seconds to wait after the peer's first ``connection-hints`` of a generation before racing:
+official sends its relay hints and its listener hints in two messages, moments apart."""
+NO_HINTS_START = 5.0
+"""Race anyway (inbound connections only) if the peer sent no hints within this time."""
+RETRY_DELAY = 1.0
+"""Seconds between a generation's failed race and the leader's next ``reconnect``."""
+PAUSE_ABOVE = 4 << 20
+"""Stop reading local producers while this many bytes wait for the peer's ACK."""
+RESUME_BELOW = 1 << 20
+
+
+@implementer(IAddress)
+class SubchannelAddress:
+    def __init__(self, subprotocol: str) -> None:
+        self.subprotocol = subprotocol
+
+    def __repr__(self) -> str:
+        return f"SubchannelAddress({self.subprotocol!r})"
+
+
+class SubchannelTransport:
+    """The transport a subchannel's Protocol writes to (write, loseConnection, producers)."""
+
+    def __init__(self, dilator: Dilator, scid: int, subprotocol: str) -> None:
+        self._d = dilator
+        self.scid = scid
+        self.subprotocol = subprotocol
+        self.protocol: Protocol | None = None
+        self.producer: Any = None
+        self.disconnecting = False
+
+    def write(self, data: bytes) -> None:
+        if self.disconnecting or not data:
+            return
+        l3 = self._d.l3
+        assert l3 is not None  # a subchannel exists only once L3 does
+        l3.write(self.scid, bytes(data))
+        self._d.flush()
+
+    def writeSequence(self, seq: list[bytes]) -> None:
+        self.write(b"".join(seq))
+
+    def loseConnection(self) -> None:
+        if not self.disconnecting:
+            self.disconnecting = True
+            if self._d.l3 is not None:
+                self._d.l3.close(self.scid)
+            self._d.flush()
+
+    abortConnection = loseConnection
+
+    def getPeer(self) -> SubchannelAddress:
+        return SubchannelAddress(self.subprotocol)
+
+    def getHost(self) -> SubchannelAddress:
+        return SubchannelAddress(self.subprotocol)
+
+    def registerProducer(self, producer: Any, streaming: bool) -> None:
+        self.producer = producer
+        self._d.check_pressure()
+
+    def unregisterProducer(self) -> None:
+        self.producer = None
+
+    # inbound flow control is not implemented (docs/dilation.md): reading never pauses
+    def pauseProducing(self) -> None:
+        pass
+
+    def resumeProducing(self) -> None:
+        pass
+
+    def stopProducing(self) -> None:
+        self.loseConnection()
+
+
+class Dilator:
+    """One dilated wormhole: generations of L2 connections and the L3 engine over them."""
+
+    def __init__(self, reactor: Any, send_dilate: Callable[[bytes], None], wormhole_key: bytes,
+                 version: str, make_runner: Callable[[bool, bytes, str], Any],
+                 ping_interval: float = 30.0, side: str | None = None) -> None:
+        self.reactor = reactor
+        self._send = send_dilate
+        self.key = wire.dilation_key(wormhole_key)
+        self.side = side or os.urandom(8).hex()
+        self._make_runner = make_runner
+        self._ping_interval = ping_interval
+        self.gens = m.Generations(self.side, version)
+        self.l3: m.L3 | None = None
+        self._runner: Any = None
+        self._peer_hints: list[dict[str, Any]] = []
+        self._race_call: Any = None
+        self._stream: Any = None
+        self._codec: l2.RecordCodec | None = None
+        self._timer: Any = None
+        self._subs: dict[int, SubchannelTransport] = {}
+        self._listeners: dict[str, Factory] = {}
+        self._pending_opens: dict[str, list[SubchannelTransport]] = {}
+        self._connected = Watch()
+        self._failed: HilltopError | None = None
+        self.generation_count = 0
+        self.description = ""
+        self.on_status: Callable[[str], None] | None = None
+        self._paused = False
+        self._act()
+
+    # -- from the wormhole -----------------------------------------------------------------------
+    def got_message(self, data: bytes) -> None:
+        try:
+            msg = wire.parse(data)
+            if msg is not None:
+                self.gens.message(msg)
+        except ProtocolError as err:
+            self._fail(err)
+            return
+        self._act()
+
+    def when_connected(self) -> DualDeferred[None]:
+        return self._connected.when()
+
+    # -- generations -----------------------------------------------------------------------------
+    def _act(self) -> None:
+        for action in self.gens.actions():
+            match action:
+                case m.Send(message):
+                    self._send(wire.encode(message))
+                case m.StartGeneration(number):
+                    self._start_generation(number)
+                case m.UseHints(hints):
+                    self._use_hints(hints)
+                case m.Drop():
+                    if self._stream is not None:
+                        self._stream.close()
+
+    def _start_generation(self, number: int) -> None:
+        assert self.gens.leader is not None
+        if self.l3 is None:
+            self.l3 = m.L3(self.gens.leader, self._ping_interval)
+        self._stop_runner()
+        self._peer_hints = []
+        runner = self._runner = self._make_runner(self.gens.leader, self.key, self.side)
+        self._status(f"connecting (generation {number})")
+        d = runner.our_hints()
+
+        def publish(hints: list[Any]) -> None:
+            from hilltop.hints import hints_to_wire
+
+            if runner is self._runner:
+                self._send(wire.encode(wire.ConnectionHints(hints_to_wire(hints))))
+                self._race_call = self.reactor.callLater(NO_HINTS_START, self._race, runner)
+
+        d.addCallbacks(publish, lambda f: log.warning("dilation hints failed: %s", f.value))
+
+    def _use_hints(self, hints: list[dict[str, Any]]) -> None:
+        first = not self._peer_hints
+        self._peer_hints.extend(hints)
+        if first and self._race_call is not None and self._race_call.active():
+            self._race_call.reset(HINT_GATHER)
+
+    def _race(self, runner: Any) -> None:
+        self._race_call = None
+        if runner is not self._runner:
+            return
+        from hilltop.hints import parse_hints
+
+        hints = parse_hints(self._peer_hints, claimed=runner.transports.hint_types())
+        d = runner.connect(hints)
+        d.addCallbacks(lambda won: self._won(runner, won), lambda f: self._race_failed(runner, f))
+
+    def _race_failed(self, runner: Any, failure: Failure) -> None:
+        if runner is not self._runner:
+            return None
+        log.info("dilation generation failed: %s", failure.getErrorMessage())
+        self._status(f"no connection: {failure.getErrorMessage()}")
+        # the leader starts again through reconnect; the follower waits for it
+        # a pause before the next round, so a relay that is down is not dialled in a tight loop
+        self.reactor.callLater(RETRY_DELAY, self._retry)
+        return None
+
+    def _retry(self) -> None:
+        if self.gens.state is m.Gen.STOPPED:
+            return
+        self.gens.race_failed()
+        self._act()
+
+    def _won(self, runner: Any, won: Any) -> None:
+        if runner is not self._runner:
+            won.stream.close()
+            return
+        assert self.l3 is not None
+        shake: l2.L2Shake = won.shake
+        self._codec = shake.codec()
+        stream = self._stream = won.stream
+        self.description = won.description
+        self.generation_count += 1
+        won.hand_over(lambda data: self._data(stream, data), lambda why: self._lost(stream, why))
+        stream.resume_reading()
+        self.gens.connected()
+        self.l3.connection_made(self._now())
+        self._status(f"connected: {won.description}")
+        self._connected.fire(None)
+        self.flush()
+
+    def _data(self, stream: Any, data: bytes) -> None:
+        if stream is not self._stream or self._codec is None or self.l3 is None:
+            return
+        try:
+            recs = self._codec.feed(data)
+        except ProtocolError as err:
+            log.warning("dropping the dilation connection: %s", err)
+            stream.close()
+            return
+        now = self._now()
+        for rec in recs:
+            self.l3.record_received(rec, now)
+        self.flush()
+
+    def _lost(self, stream: Any, why: str) -> None:
+        if stream is not self._stream:
+            return
+        self._stream = None
+        self._codec = None
+        assert self.l3 is not None
+        self.l3.connection_lost()
+        self._status(f"reconnecting ({why})")
+        self.gens.lost()
+        self._act()
+
+    def drop_connection(self) -> None:
+        """Close the current L2 connection (tests and ``reconnect`` use it)."""
+        if self._stream is not None:
+            self._stream.close()
+
+    # -- L3 --------------------------------------------------------------------------------------
+    def flush(self) -> None:
+        l3 = self.l3
+        if l3 is None:
+            return
+        out = l3.records_to_send()
+        if out and self._stream is not None and self._codec is not None:
+            self._stream.write(b"".join(self._codec.encode(rec) for rec in out))
+        for event in l3.events():
+            self._event(event)
+        self._arm_timer()
+        self.check_pressure()
+
+    def check_pressure(self) -> None:
+        if self.l3 is None:
+            return
+        if not self._paused and self.l3.unacked_bytes > PAUSE_ABOVE:
+            self._paused = True
+            for sub in list(self._subs.values()):
+                if sub.producer is not None:
+                    sub.producer.pauseProducing()
+        elif self._paused and self.l3.unacked_bytes < RESUME_BELOW:
+            self._paused = False
+            for sub in list(self._subs.values()):
+                if sub.producer is not None:
+                    sub.producer.resumeProducing()
+
+    def _event(self, event: m.L3Event) -> None:
+        match event:
+            case m.Opened(scid, subprotocol):
+                sub = self._subs[scid] = SubchannelTransport(self, scid, subprotocol)
+                factory = self._listeners.get(subprotocol)
+                if factory is None:
+                    self._pending_opens.setdefault(subprotocol, []).append(sub)
+                else:
+                    self._attach(sub, factory)
+            case m.Received(scid, data):
+                target = self._subs.get(scid)
+                if target is not None and target.protocol is not None:
+                    target.protocol.dataReceived(data)
+            case m.Closed(scid):
+                gone = self._subs.pop(scid, None)
+                if gone is not None and gone.protocol is not None:
+                    gone.disconnecting = True
+                    gone.protocol.connectionLost(Failure(error.ConnectionDone()))
+            case m.DropConnection(reason):
+                log.info("dilation: %s; dropping the connection", reason)
+                self.drop_connection()
+
+    def _attach(self, sub: SubchannelTransport, factory: Factory) -> None:
+        proto: Any = factory.buildProtocol(sub.getPeer())
+        if proto is None:
+            sub.loseConnection()
+            return
+        sub.protocol = proto
+        proto.makeConnection(sub)
+
+    def listen(self, subprotocol: str, factory: Factory) -> None:
+        if subprotocol in self._listeners:
+            raise ValueError(f"already listening for subprotocol {subprotocol!r}")
+        self._listeners[subprotocol] = factory
+        for sub in self._pending_opens.pop(subprotocol, []):
+            self._attach(sub, factory)
+
+    def open(self, subprotocol: str, factory: Factory) -> Protocol:
+        if self.l3 is None:
+            raise ProtocolError("not dilated yet")
+        scid = self.l3.open(subprotocol)
+        sub = self._subs[scid] = SubchannelTransport(self, scid, subprotocol)
+        self._attach(sub, factory)
+        self.flush()
+        assert sub.protocol is not None
+        return sub.protocol
+
+    # -- timers and the end ----------------------------------------------------------------------
+    def _arm_timer(self) -> None:
+        deadline = self.l3.next_deadline() if self.l3 is not None else None
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        self._timer = None
+        if deadline is not None:
+            self._timer = self.reactor.callLater(max(0.0, deadline - self._now()), self._tick)
+
+    def _tick(self) -> None:
+        self._timer = None
+        if self.l3 is not None:
+            self.l3.handle_timer(self._now())
+            self.flush()
+
+    def stop(self) -> defer.Deferred[None]:
+        if self.gens.state is not m.Gen.STOPPED:
+            self.gens.stop()
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        for sub in list(self._subs.values()):
+            if sub.protocol is not None:
+                sub.protocol.connectionLost(Failure(error.ConnectionLost("dilation stopped")))
+        self._subs.clear()
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            stream.close()
+        return self._stop_runner()
+
+    def _stop_runner(self) -> defer.Deferred[None]:
+        if self._race_call is not None and self._race_call.active():
+            self._race_call.cancel()
+        self._race_call = None
+        runner, self._runner = self._runner, None
+        if runner is None:
+            return defer.succeed(None)
+        d: defer.Deferred[None] = runner.stop()
+        return d
+
+    def _fail(self, err: HilltopError) -> None:
+        self._failed = err
+        self._connected.fail(err)
+        self.stop()
+
+    def _status(self, text: str) -> None:
+        log.info("dilation: %s", text)
+        if self.on_status is not None:
+            self.on_status(text)
+
+    def _now(self) -> float:
+        return float(self.reactor.seconds())
+
+
+@implementer(IStreamClientEndpoint)
+class SubchannelConnector:
+    def __init__(self, dilated: DilatedWormhole, subprotocol: str) -> None:
+        self._dilated = dilated
+        self._subprotocol = subprotocol
+
+    def connect(self, factory: Any) -> defer.Deferred[Any]:
+        async def go() -> Any:
+            dilator = await self._dilated.dilator()
+            return dilator.open(self._subprotocol, factory)
+
+        return defer.ensureDeferred(go())
+
+
+class _ListeningPort:
+    def stopListening(self) -> None:
+        return None
+
+
+@implementer(IStreamServerEndpoint)
+class SubchannelListener:
+    def __init__(self, dilated: DilatedWormhole, subprotocol: str) -> None:
+        self._dilated = dilated
+        self._subprotocol = subprotocol
+
+    def listen(self, factory: Any) -> defer.Deferred[Any]:
+        async def go() -> Any:
+            dilator = await self._dilated.dilator()
+            dilator.listen(self._subprotocol, factory)
+            return _ListeningPort()
+
+        return defer.ensureDeferred(go())
+
+
+class DilatedWormhole:
+    """What ``await w.dilate()`` returns: endpoints for subchannels by subprotocol name.
+
+    ``connector_for(name).connect(factory)`` opens a subchannel (the peer must listen for
+    ``name``); ``listener_for(name).listen(factory)`` accepts the peer's. Opens that arrive
+    before we listen wait for the listener, as official's do.
+    """
+
+    def __init__(self, started: DualDeferred[Dilator]) -> None:
+        self._watch = Watch()
+        started.addCallbacks(self._watch.fire, lambda f: self._watch.fail(f.value))
+
+    async def dilator(self) -> Dilator:
+        d: Dilator = await self._watch.when()
+        return d
+
+    def when_dilated(self) -> DualDeferred[None]:
+        async def go() -> None:
+            d = await self.dilator()
+            await d.when_connected()
+
+        from hilltop.api import _dual
+
+        result: DualDeferred[None] = _dual(go())
+        return result
+
+    def connector_for(self, subprotocol: str) -> SubchannelConnector:
+        if not subprotocol:
+            raise ValueError("subprotocol must be a non-empty string")
+        return SubchannelConnector(self, subprotocol)
+
+    def listener_for(self, subprotocol: str) -> SubchannelListener:
+        return SubchannelListener(self, subprotocol)
+
+
+def runner_factory(reactor: Any, w: Any, options: Any) -> Callable[[bool, bytes, str], Any]:
+    """How each generation's race is built: the transports and settings a file transfer of
+    this wormhole would use (``hilltop.transfer.story.make_runner``), keyed by the Dilation key
+    and running :class:`~hilltop.dilation.l2.L2Shake`. WebRTC is left out: its signalling
+    is per transfer (docs/dilation.md)."""
+    from hilltop.hints import parse_transit_helper
+    from hilltop.lan.settings import LanSettings, LanTags
+    from hilltop.transfer.story import punch_settings
+    from hilltop.transit.plugins import load_configured
+    from hilltop.transit.runner import TransitRunner
+
+    def make(leader: bool, key: bytes, side: str) -> TransitRunner:
+        role = "sender" if leader else "receiver"
+        transports = load_configured(list(options.transports) if options.transports else None,
+                                     no_plugins=options.no_plugins)
+        transports = transports.select([n for n in transports.names() if n != "webrtc"])
+        settings = options.settings.updated(LanSettings, tags=LanTags.derive(key, role),
+                                            mailbox_url=getattr(w, "relay_url", None))
+        settings = settings.with_(punch_settings(w, options))
+        return TransitRunner(
+            reactor, role, key,  # type: ignore[arg-type]
+            transports=transports,
+            transit_helpers=[parse_transit_helper(h) for h in options.transit_helpers if h],
+            no_listen=options.no_listen, tor=options.tor,
+            local_addresses=options.local_addresses, settings=settings,
+            options=dict(options.plugin_options), on_attempt=options.on_attempt,
+            relay_side16=side,
+            handshake=lambda side16: l2.L2Shake(leader, key, side16),
+        )
+
+    return make

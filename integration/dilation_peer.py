@@ -1,0 +1,101 @@
+"""hilltop as a Dilation library peer, the counterpart of official_dilation_peer.py.
+
+    python dilation_peer.py MAILBOX_URL CODE open SIZE [TRANSIT_HELPER]
+    python dilation_peer.py MAILBOX_URL CODE listen [TRANSIT_HELPER]
+
+Same behaviour and output lines as the official script. With ``HILLTOP_DROP_AFTER=N`` the
+``open`` side drops its L2 connection once N bytes came back (a reconnect mid-stream), and
+prints ``generations G`` at the end.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from typing import Any
+
+from twisted.internet import defer, task
+from twisted.internet.protocol import Factory, Protocol
+
+from hilltop import TransitOptions, Wormhole, install_asyncio_reactor
+
+APPID = "hilltop.example/dilation-test"
+
+
+def payload(size: int) -> bytes:
+    out = bytearray()
+    block = b"seed"
+    while len(out) < size:
+        block = hashlib.sha256(block).digest()
+        out += block
+    return bytes(out[:size])
+
+
+class Echo(Protocol):
+    def connectionMade(self) -> None:
+        self.seen = hashlib.sha256()
+        self.count = 0
+
+    def dataReceived(self, data: bytes) -> None:
+        self.seen.update(data)
+        self.count += len(data)
+        assert self.transport is not None
+        self.transport.write(data)
+
+    def connectionLost(self, reason: Any = None) -> None:
+        print(f"served {self.count} {self.seen.hexdigest()}", flush=True)
+        self.factory.done.callback(None)  # type: ignore[attr-defined]
+
+
+class Client(Protocol):
+    def connectionMade(self) -> None:
+        self.got = bytearray()
+        self.dropped = False
+        assert self.transport is not None
+        self.transport.write(self.factory.data)  # type: ignore[attr-defined]
+
+    def dataReceived(self, data: bytes) -> None:
+        self.got += data
+        f: Any = self.factory
+        if f.drop_after and not self.dropped and len(self.got) >= f.drop_after:
+            self.dropped = True
+            print(f"dropping the L2 connection at {len(self.got)}", flush=True)
+            f.dilator.drop_connection()
+        if len(self.got) >= len(f.data):
+            print(f"echoed {len(self.got)} {hashlib.sha256(self.got).hexdigest()}", flush=True)
+            assert self.transport is not None
+            self.transport.loseConnection()
+
+    def connectionLost(self, reason: Any = None) -> None:
+        self.factory.done.callback(None)  # type: ignore[attr-defined]
+
+
+async def main(reactor: Any, url: str, code: str, mode: str, *rest: str) -> None:
+    w = Wormhole(APPID, url, reactor=reactor, dilation=True)
+    w.set_code(code)
+    helpers = [r for r in rest if r.startswith("tcp:")]
+    dilated = w.dilate(transit=TransitOptions(transit_helpers=helpers))
+    done: defer.Deferred[None] = defer.Deferred()
+    dilator = await dilated.dilator()
+    if mode == "listen":
+        f: Any = Factory.forProtocol(Echo)
+        f.done = done
+        await dilated.listener_for("echo").listen(f)
+    else:
+        f = Factory.forProtocol(Client)
+        f.done = done
+        f.data = payload(int(rest[0]))
+        f.drop_after = int(os.environ.get("HILLTOP_DROP_AFTER", "0"))
+        f.dilator = dilator
+        await dilated.when_dilated()
+        await dilated.connector_for("echo").connect(f)
+    await done
+    print(f"generations {dilator.generation_count}", flush=True)
+    await task.deferLater(reactor, 0.5, lambda: None)
+    await w.close()
+
+
+if __name__ == "__main__":
+    install_asyncio_reactor()
+    task.react(lambda reactor: defer.ensureDeferred(main(reactor, *sys.argv[1:])))
