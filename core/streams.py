@@ -79,16 +79,55 @@ class _Connection(Protocol):
     def unregisterProducer(self) -> None: ...
 
 
-class TCPStream(TwistedProtocol):
-    """Twisted Protocol implementing :class:`ByteStream` over any stream transport."""
+class Delivery:
+    """The receiving half every stream of ours shares (:class:`TCPStream` and
+    :class:`hilltop.wsstream.WebSocketStream`): bytes that arrive before anyone listens are
+    kept for :meth:`start_receiving`, and the end is told once, to the listener and to every
+    :meth:`when_closed` waiter. One copy, because the two had drifted into twins."""
 
-    def __init__(self, description: str = "tcp") -> None:
-        self.description = description
+    def __init__(self) -> None:
         self._on_data: OnData | None = None
         self._on_lost: OnLost | None = None
         self._early: list[bytes] = []
         self._lost_reason: str | None = None
         self._closed_waiters: list[defer.Deferred[None]] = []
+
+    def _ended(self, why: str) -> None:
+        """The connection is gone: tell the listener (if any) and the waiters, once."""
+        self._lost_reason = why
+        if self._on_lost is not None:
+            on_lost, self._on_lost = self._on_lost, None
+            on_lost(why)
+        waiters, self._closed_waiters = self._closed_waiters, []
+        for d in waiters:
+            d.callback(None)
+
+    def start_receiving(self, on_data: OnData, on_lost: OnLost) -> None:
+        self._on_data, self._on_lost = on_data, on_lost
+        early, self._early = self._early, []
+        for chunk in early:
+            if self._on_data is not on_data:  # replaced while delivering
+                break
+            on_data(chunk)
+        if self._lost_reason is not None and self._on_lost is not None:
+            lost, self._on_lost = self._on_lost, None
+            lost(self._lost_reason)
+
+    def when_closed(self) -> defer.Deferred[None]:
+        d: defer.Deferred[None] = defer.Deferred()
+        if self._lost_reason is not None:
+            d.callback(None)
+        else:
+            self._closed_waiters.append(d)
+        return d
+
+
+class TCPStream(Delivery, TwistedProtocol):
+    """Twisted Protocol implementing :class:`ByteStream` over any stream transport."""
+
+    def __init__(self, description: str = "tcp") -> None:
+        super().__init__()
+        self.description = description
         self._paused = False
 
     # Twisted side
@@ -109,29 +148,12 @@ class TCPStream(TwistedProtocol):
         why = "connection closed"
         if reason is not None and reason.value is not None and reason.getErrorMessage():
             why = f"connection lost: {reason.getErrorMessage()}"
-        self._lost_reason = why
-        if self._on_lost is not None:
-            on_lost, self._on_lost = self._on_lost, None
-            on_lost(why)
-        waiters, self._closed_waiters = self._closed_waiters, []
-        for d in waiters:
-            d.callback(None)
+        self._ended(why)
 
     # ByteStream side
     def write(self, data: bytes) -> None:
         if data and self.transport is not None and self._lost_reason is None:
             self.transport.write(data)
-
-    def start_receiving(self, on_data: OnData, on_lost: OnLost) -> None:
-        self._on_data, self._on_lost = on_data, on_lost
-        early, self._early = self._early, []
-        for chunk in early:
-            if self._on_data is not on_data:  # replaced while delivering
-                break
-            on_data(chunk)
-        if self._lost_reason is not None and self._on_lost is not None:
-            lost, self._on_lost = self._on_lost, None
-            lost(self._lost_reason)
 
     def _connection(self) -> _Connection:
         """Our transport, as what it is: a Twisted connection is also a producer and consumer
@@ -170,14 +192,6 @@ class TCPStream(TwistedProtocol):
                 self.transport.loseConnection()
             else:
                 abort()
-
-    def when_closed(self) -> defer.Deferred[None]:
-        d: defer.Deferred[None] = defer.Deferred()
-        if self._lost_reason is not None:
-            d.callback(None)
-        else:
-            self._closed_waiters.append(d)
-        return d
 
     def lend_socket(self) -> defer.Deferred[socket.socket | None]:
         """A duplicate of the connected socket for a bulk-data thread

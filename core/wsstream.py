@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from twisted.internet import defer
 
 from hilltop._runtime.lazytls import openssl_deferred, wrap_client_tls
-from hilltop.streams import OnData, OnLost, tcp_endpoint
+from hilltop.streams import Delivery, tcp_endpoint
 
 MAX_MESSAGE = 16 * 1024 * 1024
 """Bytes one received message may hold. The official relay forwards what one read of the
@@ -60,17 +60,13 @@ def _autobahn() -> tuple[Any, type]:
     return WebSocketClientFactory, StreamProtocol
 
 
-class WebSocketStream:
+class WebSocketStream(Delivery):
     """One WebSocket client connection as a byte stream (made by :func:`dial_websocket`)."""
 
     def __init__(self, description: str) -> None:
+        super().__init__()
         self.description = description
         self._protocol: Any = None
-        self._on_data: OnData | None = None
-        self._on_lost: OnLost | None = None
-        self._early: list[bytes] = []
-        self._lost_reason: str | None = None
-        self._closed_waiters: list[defer.Deferred[None]] = []
         self._paused = False
         self._opened_d: defer.Deferred[WebSocketStream] | None = None
 
@@ -96,28 +92,12 @@ class WebSocketStream:
         if self._opened_d is not None:  # it never opened: the dial fails
             d, self._opened_d = self._opened_d, None
             d.errback(ConnectionError(why.removeprefix("connection lost: ")))
-        if self._on_lost is not None:
-            on_lost, self._on_lost = self._on_lost, None
-            on_lost(why)
-        waiters, self._closed_waiters = self._closed_waiters, []
-        for waiter in waiters:
-            waiter.callback(None)
+        self._ended(why)
 
     # ByteStream side
     def write(self, data: bytes) -> None:
         if data and self._protocol is not None and self._lost_reason is None:
             self._protocol.sendMessage(bytes(data), isBinary=True)
-
-    def start_receiving(self, on_data: OnData, on_lost: OnLost) -> None:
-        self._on_data, self._on_lost = on_data, on_lost
-        early, self._early = self._early, []
-        for chunk in early:
-            if self._on_data is not on_data:  # replaced while delivering
-                break
-            on_data(chunk)
-        if self._lost_reason is not None and self._on_lost is not None:
-            lost, self._on_lost = self._on_lost, None
-            lost(self._lost_reason)
 
     def _transport(self) -> Any:
         return self._protocol.transport if self._protocol is not None else None
@@ -153,13 +133,6 @@ class WebSocketStream:
         if self._protocol is not None and self._lost_reason is None:
             self._protocol.dropConnection(abort=True)
 
-    def when_closed(self) -> defer.Deferred[None]:
-        d: defer.Deferred[None] = defer.Deferred()
-        if self._lost_reason is not None:
-            d.callback(None)
-        else:
-            self._closed_waiters.append(d)
-        return d
 
 
 def dial_websocket(reactor: Any, url: str, description: str, *, timeout: float = 30.0,
