@@ -71,8 +71,8 @@ def timeline(launch: float, reaped: float, dump: Path, stdout: str) -> dict[str,
 
 
 def one_run(bench: Bench, code: str, path: Path, work: Path,
-            ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
-    """One transfer: each side's timeline, and each side's peak RSS in MB."""
+            ) -> tuple[dict[str, dict[str, float]], dict[str, float], dict[str, float]]:
+    """One transfer: each side's timeline, peak RSS in MB and CPU seconds (wait4)."""
     inbox = bench.fresh_inbox(next(bench.counter))
     files = {side: (work / f"{side}.timing.json", work / f"{side}.out", work / f"{side}.err")
              for side in ("s", "r")}
@@ -90,6 +90,7 @@ def one_run(bench: Bench, code: str, path: Path, work: Path,
         by_pid[proc.pid] = side
     reaped: dict[str, float] = {}
     rss: dict[str, float] = {}
+    cpu: dict[str, float] = {}
     while len(reaped) < 2:
         pid, status, usage = os.wait4(-1, 0)
         side = by_pid.get(pid)
@@ -97,11 +98,12 @@ def one_run(bench: Bench, code: str, path: Path, work: Path,
             continue
         reaped[side] = time.time()
         rss[side] = usage.ru_maxrss / 1024
+        cpu[side] = usage.ru_utime + usage.ru_stime
         if os.waitstatus_to_exitcode(status) != 0:
             raise SystemExit(f"{side} failed: {files[side][2].read_text()}")
     bench.check_received(path, inbox)
     return ({side: timeline(launched[side], reaped[side], files[side][0],
-                            files[side][1].read_text()) for side in ("s", "r")}, rss)
+                            files[side][1].read_text()) for side in ("s", "r")}, rss, cpu)
 
 
 def startup_costs(runs: int) -> tuple[float, float]:
@@ -148,13 +150,15 @@ def main() -> int:
                             capture_output=True, text=True, check=True).stdout.strip()
     print(f"budget: {size} bytes, {args.runs} runs, webrtc extra installed: {webrtc}, "
           f"{load_average()}", flush=True)
-    senders, receivers, rss_s, rss_r = [], [], [], []
+    senders, receivers, rss_s, rss_r, cpu_s, cpu_r = [], [], [], [], [], []
     with tempfile.TemporaryDirectory(prefix="hilltop-budget-", dir=data) as tmp:
         bench = Bench(Path(tmp), verbose=False)
         bench.start_servers()
         try:
             for run in range(args.runs):
-                marks, rss = one_run(bench, f"{run + 1}-budget-run", path, Path(tmp))
+                marks, rss, cpu = one_run(bench, f"{run + 1}-budget-run", path, Path(tmp))
+                cpu_s.append(cpu["s"])
+                cpu_r.append(cpu["r"])
                 senders.append(marks["s"])
                 receivers.append(marks["r"])
                 rss_s.append(rss["s"])
@@ -165,6 +169,8 @@ def main() -> int:
     out = [*table("receiver", RECEIVER_PHASES, receivers), "",
            *table("sender", SENDER_PHASES, senders), "",
            f"peak RSS send/recv (max): {max(rss_s):.1f}/{max(rss_r):.1f} MB",
+           f"CPU send/recv (median user+sys): {statistics.median(cpu_s):.3f}/"
+           f"{statistics.median(cpu_r):.3f} s",
            f"fresh interpreter `-c pass` {bare * 1000:.0f} ms, `import hilltop.cli.main` "
            f"{cli * 1000:.0f} ms (medians of {args.runs})", f"end: {load_average()}"]
     print("\n".join(out))
