@@ -36,7 +36,7 @@ PEERS = Path(os.environ.get("HILLTOP_PEERS_VENV", "/tmp/peers"))
 OFFICIAL = str(PEERS / "bin" / "wormhole")
 TWIST = str(PEERS / "bin" / "twist")
 HILLTOP = os.environ.get("HILLTOP_WORMHOLE", str(Path(sys.executable).parent / "wormhole"))
-SCENARIOS = ("direct", "relay", "files", "text", "cross")
+SCENARIOS = ("direct", "relay", "files", "small", "text", "cross")
 
 
 def parse_size(text: str) -> int:
@@ -143,15 +143,12 @@ class Bench:
         ``flags`` go to both commands (e.g. ``--transports webrtc``, see bench/webrtc.py)."""
         run = next(self.counter)
         code = f"{run}-bench-run"
-        inbox = self.work / "inbox"
-        if inbox.exists():
-            # Set aside, deleted only when the bench ends: on an ext4 without a journal (this
-            # VM's) creating a file right after thousands were deleted costs ~0.8 ms each
-            # (the inode allocator skips "recently deleted" inodes one by one), which made
-            # every receiver of the 10,000-file tree spend 5-8 s of system time on
-            # the previous run's deletions instead of its own work.
-            inbox.rename(self.work / f"old-inbox-{run}")
-        inbox.mkdir()
+        # The inbox is set aside, deleted only when the bench ends: on an ext4 without a
+        # journal (this VM's) creating a file right after thousands were deleted costs
+        # ~0.8 ms each (the inode allocator skips "recently deleted" inodes one by one), which
+        # made every receiver of the 10,000-file tree spend 5-8 s of system time on the
+        # previous run's deletions instead of its own work.
+        inbox = self.fresh_inbox(run)
         send_cmd = [OFFICIAL if sender == "official" else HILLTOP, "send", "--hide-progress",
                     "--code", code, *what]
         recv_cmd = [OFFICIAL if receiver == "official" else HILLTOP, "receive",
@@ -163,6 +160,33 @@ class Bench:
                                                                             "relay"]
             recv_cmd[2:2] = ["--no-listen"] if receiver == "official" else ["--transports",
                                                                              "relay"]
+        result = self.run_pair(send_cmd, recv_cmd, inbox, f"{sender}->{receiver} {what}")
+        if "--text" not in what:
+            self.check_received(Path(what[-1]), inbox)
+        return result
+
+    def raw_copy(self, path: Path, sync: bool) -> Result:
+        """The reference floor: bench/rawcopy.py's sendfile -> recv_into -> write, same file."""
+        inbox = self.fresh_inbox(next(self.counter))
+        port = free_port()
+        script = str(HERE / "rawcopy.py")
+        recv_cmd = [sys.executable, script, "recv", str(port), str(inbox / path.name)]
+        result = self.run_pair([sys.executable, script, "send", str(port), str(path)],
+                               recv_cmd + (["--fsync"] if sync else []), inbox, "raw copy")
+        self.check_received(path, inbox)
+        return result
+
+    def fresh_inbox(self, run: int) -> Path:
+        inbox = self.work / "inbox"
+        if inbox.exists():
+            # Set aside, deleted only when the bench ends (see transfer).
+            inbox.rename(self.work / f"old-inbox-{run}")
+        inbox.mkdir()
+        return inbox
+
+    def run_pair(self, send_cmd: list[str], recv_cmd: list[str], inbox: Path,
+                 label: str) -> Result:
+        """Start both commands together and reap them with ``wait4`` (peak RSS, CPU)."""
         start = time.monotonic()
         procs = {
             "s": subprocess.Popen(send_cmd, cwd=self.work, stdin=subprocess.DEVNULL,
@@ -187,10 +211,8 @@ class Bench:
             p.stderr.close()
         for key in ("s", "r"):
             if done[key].rc != 0:
-                raise SystemExit(f"{sender}->{receiver} {what}: {key} failed "
+                raise SystemExit(f"{label}: {key} failed "
                                  f"(rc {done[key].rc}):\n{done[key].stderr}")
-        if "--text" not in what:
-            self.check_received(Path(what[-1]), inbox)
         return Result(wall, done["s"], done["r"])
 
     def check_received(self, sent: Path, inbox: Path) -> None:
@@ -249,9 +271,10 @@ def fmt(x: float) -> str:
     return f"{x:7.2f}"
 
 
-def report(title: str, official: Series, hilltop: Series, size: int | None) -> str:
+def report(title: str, official: Series, hilltop: Series, size: int | None,
+           references: tuple[Series, ...] = ()) -> str:
     lines = [f"== {title}"]
-    for s in (official, hilltop):
+    for s in (official, hilltop, *references):
         wall = s.median(lambda r: r.wall)
         rate = f"  {size / wall / 1e6:7.1f} MB/s" if size else ""
         lines.append(
@@ -259,10 +282,16 @@ def report(title: str, official: Series, hilltop: Series, size: int | None) -> s
             + " ".join(f"{r.wall:.2f}" for r in s.runs)
             + f"   RSS send/recv {s.median(lambda r: r.sender.rss_mb):5.1f}/"
             f"{s.median(lambda r: r.receiver.rss_mb):5.1f} MB"
+            f" (max {max(r.sender.rss_mb for r in s.runs):.1f}/"
+            f"{max(r.receiver.rss_mb for r in s.runs):.1f})"
             f"   CPU send/recv {s.median(lambda r: r.sender.cpu):5.2f}/"
             f"{s.median(lambda r: r.receiver.cpu):5.2f} s")
     ratio = official.median(lambda r: r.wall) / hilltop.median(lambda r: r.wall)
-    lines.append(f"  ratio {official.label} / {hilltop.label} = {ratio:.2f}x")
+    lines.append(f"  ratio {official.label} / {hilltop.label} = {ratio:.2f}x, "
+                 f"{hilltop.label} / {official.label} = {1 / ratio:.2f}")
+    for ref in references:
+        lines.append(f"  ratio {hilltop.label} / {ref.label} = "
+                     f"{hilltop.median(lambda r: r.wall) / ref.median(lambda r: r.wall):.2f}")
     lines.append(pair_ratios(official, hilltop))
     return "\n".join(lines)
 
@@ -276,6 +305,12 @@ def pair_ratios(official: Series, hilltop: Series) -> str:
     return (f"  pair ratios {' '.join(f'{r:.2f}' for r in ratios)}   median "
             f"{statistics.median(ratios):.2f}x, {hilltop.label} faster in {faster} of "
             f"{len(ratios)} pairs")
+
+
+def load_average() -> str:
+    """The machine's load, printed beside the figures: a shared machine's runs are noisy."""
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
 
 
 def compile_like_an_install() -> None:
@@ -298,10 +333,10 @@ def compile_like_an_install() -> None:
 
 
 def without_webrtc(work: Path) -> str:
-    """Measure the default install: the optional ``webrtc`` extra (aiortc) would add itself to
-    every hilltop race, and its import and ICE gathering cost ~0.2-0.4 s of CPU and ~28 MB per
-    side even when direct TCP wins (docs/webrtc.md). A config file in a private
-    ``XDG_CONFIG_HOME`` disables it for the bench's hilltop processes only."""
+    """Measure the default install, without the optional ``webrtc`` extra (aiortc) even when
+    the venv has it: a config file in a private ``XDG_CONFIG_HOME`` disables the transport for
+    the bench's hilltop processes only. ``--with-webrtc`` measures the extra installed (it
+    joins a race 0.5 s late, docs/webrtc.md)."""
     config = work / "config" / "hilltop" / "config.toml"
     config.parent.mkdir(parents=True)
     config.write_text('[transports]\ndisabled = ["webrtc"]\n')
@@ -344,13 +379,14 @@ def main() -> int:
         bench.start_servers()
         out: list[str] = [f"hilltop bench: size {size} bytes, {args.pairs} pairs, "
                           f"{os.cpu_count()} CPUs, python {sys.version.split()[0]}, "
-                          f"webrtc {webrtc}"]
+                          f"webrtc {webrtc}, {load_average()}"]
         print(out[0], flush=True)
         try:
             plans: list[tuple[str, list[tuple[str, str]], list[str], bool, int | None]] = []
             if "direct" in only:
                 plans.append(("(a) file, direct TCP", [("official", "official"),
-                              ("hilltop", "hilltop")], [str(big)], False, size))
+                              ("hilltop", "hilltop"), ("raw", "raw"), ("raw", "raw+fsync")],
+                              [str(big)], False, size))
             if "relay" in only:
                 plans.append(("(b) file, via transit relay", [("official", "official"),
                               ("hilltop", "hilltop")], [str(big)], True, size))
@@ -359,6 +395,12 @@ def main() -> int:
                 plans.append((f"(c) directory of {args.files} files", [
                     ("official", "official"), ("hilltop", "hilltop")], [str(tree)], False,
                     None))
+            if "small" in only:
+                tiny = data / "three-bytes.txt"
+                if not tiny.exists():
+                    tiny.write_bytes(b"hi\n")
+                plans.append(("(e) 3-byte file", [("official", "official"),
+                              ("hilltop", "hilltop")], [str(tiny)], False, None))
             if "text" in only:
                 plans.append(("(d) 10-byte text", [("official", "official"),
                               ("hilltop", "hilltop")], ["--text", "0123456789"], False, None))
@@ -370,12 +412,16 @@ def main() -> int:
                     ("official", "official"), ("official", "hilltop")], [str(big)], False,
                     size))
             for title, pair, what, relay, nbytes in plans:
-                series = [Series(f"{s}->{r}") for s, r in pair]
+                series = [Series("raw copy" + r.removeprefix("raw") if s == "raw"
+                                 else f"{s}->{r}") for s, r in pair]
                 for _ in range(args.pairs):
                     for s, (snd, rcv) in zip(series, pair, strict=True):
                         if args.hilltop_only and "official" in (snd, rcv):
                             continue
-                        res = bench.transfer(snd, rcv, what, relay)
+                        if snd == "raw":
+                            res = bench.raw_copy(Path(what[-1]), sync=rcv.endswith("fsync"))
+                        else:
+                            res = bench.transfer(snd, rcv, what, relay)
                         s.runs.append(res)
                         if args.verbose:
                             print(f"  {title}: {s.label} {res.wall:.2f} s "
@@ -390,11 +436,12 @@ def main() -> int:
                             f"{max(r.sender.rss_mb for r in s.runs):.1f}/"
                             f"{max(r.receiver.rss_mb for r in s.runs):.1f} MB (max)")
                 else:
-                    text = report(title, series[0], series[1], nbytes)
+                    text = report(title, series[0], series[1], nbytes, tuple(series[2:]))
                 out.append(text)
                 print(text, flush=True)
         finally:
             bench.stop_servers()
+    print(f"end: {load_average()}", flush=True)
     return 0
 
 

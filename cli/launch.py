@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from typing import NoReturn
 
 INTERRUPTED = 130
 """``hilltop.cli.exitcodes.ExitStatus.INTERRUPTED``, without importing it."""
@@ -27,12 +28,50 @@ def main() -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         if signal.getsignal(signum) is not signal.SIG_IGN:  # nohup, background jobs: keep
             signal.signal(signum, _raise_interrupt)
+    if sys.argv[1:] == ["--version"]:  # the CLI's imports cost ~0.4 s of CPU, unneeded here
+        from hilltop.cli.version import version_text
+
+        print(version_text())
+        return
     try:
         from hilltop.cli.main import main as run_command
 
         run_command()
     except KeyboardInterrupt:
         _interrupted()
+    except SystemExit as done:  # how every command ends (click's standalone mode)
+        if (done.code is None or isinstance(done.code, int)) and _flushed():
+            _exit_now(done.code or 0)
+        raise
+
+
+def _flushed() -> bool:
+    """Flush the output; False if that failed (a closed pipe), which the interpreter's own
+    exit reports as it always did."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001
+        return False
+    return True
+
+
+def _exit_now(status: int) -> NoReturn:
+    """End the process without the interpreter's teardown, which costs 80-110 ms here (every
+    module dict cleared, every object freed one by one) and waits for pool threads nobody
+    needs any more (an aiortc import still running when direct TCP already won).
+
+    By now the command is over: the reactor has stopped and the transfer finished or was
+    cleaned up, received files are synced and closed (before the ack), and the threads left
+    are daemons or idle pool workers. What the teardown would still do that matters is kept:
+    the ``atexit`` handlers run (logging's flush among them) and the output is flushed.
+    """
+    import atexit
+    import os
+
+    atexit._run_exitfuncs()
+    _flushed()
+    os._exit(status)
 
 
 def _interrupted() -> None:

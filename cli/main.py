@@ -14,9 +14,10 @@ from hilltop._runtime.lazytls import defer_openssl, openssl_deferred
 
 defer_openssl()  # the CLI opens TLS connections only for a wss:// mailbox
 with openssl_deferred():
-    from hilltop import __version__, api  # Twisted's endpoints, without TLS
+    from hilltop import api  # Twisted's endpoints, without TLS
 from hilltop.cli import events, exitcodes, timing  # noqa: E402
 from hilltop.cli.common import GlobalOptions, exit_with  # noqa: E402
+from hilltop.cli.version import version_text  # noqa: E402
 
 ALIASES = {"tx": "send", "rx": "receive", "recv": "receive", "recieve": "receive"}
 """Other names official 0.24 accepts for its commands (``recieve`` is its deliberate
@@ -79,23 +80,6 @@ def cli(ctx: click.Context, appid: str, relay_url: str, transit_helper: tuple[st
     """
     ctx.obj = GlobalOptions(appid, relay_url, tuple(transit_helper))
     timing.start(dump_timing, ctx.invoked_subcommand)
-
-
-def version_text() -> str:
-    """``--version``: hilltop's version on the first line as before (scripts read it), then
-    the wire protocol it speaks with every client and the extensions it adds between two
-    hilltops (the ``features`` and ``transports`` its ``version`` message lists).
-
-    Built only when asked: the features are probed through libsodium, which the CLI would
-    otherwise import only to make a connection.
-    """
-    from hilltop.rendezvous import capabilities
-
-    extensions = [*capabilities.FEATURES, *capabilities.extension_transports()]
-    return (f"hilltop, version {__version__}\n"
-            "protocol: Magic Wormhole v1 (mailbox server v1, transit v1, file transfer v1), "
-            "as magic-wormhole 0.24 and wormhole-william speak it\n"
-            f"hilltop extensions (used only when both sides list them): {', '.join(extensions)}")
 
 
 def _show_version(ctx: click.Context, wanted: bool) -> None:

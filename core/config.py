@@ -23,15 +23,23 @@ def config_path(env: Mapping[str, str] | None = None) -> Path:
 
 def read_table(name: str, path: Path | None = None) -> dict[str, Any] | None:
     """The ``[name]`` table of the config file ({} if the file has none), None when there is
-    no config file; a LocalError when it cannot be read or the table is not a table."""
-    import tomllib
+    no config file; a LocalError when it cannot be read or the table is not a table.
 
+    tomllib is imported only when there is a file to parse: most runs have none, and each
+    reads up to three tables, while the import compiles tomllib's patterns (~3 ms).
+    """
     path = config_path() if path is None else path
     try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
+        f = open(path, "rb")  # noqa: SIM115 - closed below, once tomllib is imported
     except FileNotFoundError:
         return None
+    except OSError as err:
+        raise LocalError(f"cannot read config file {path}: {err}") from None
+    import tomllib
+
+    try:
+        with f:
+            data = tomllib.load(f)
     except (OSError, tomllib.TOMLDecodeError) as err:
         raise LocalError(f"cannot read config file {path}: {err}") from None
     table = data.get(name, {})

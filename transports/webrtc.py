@@ -97,7 +97,7 @@ class WebRTC:
         if not await signalling.both_speak_webrtc():
             return []
         run = _Run(session, signalling, settings.ice_servers, settings.relay_only,
-                   _reflexive_host(session, settings))
+                   _reflexive_host(session, settings), settings.join_after)
         self._runs[id(session)] = run
         run.begin()
         return [RawHint.make(HINT_TYPE, priority=0.0)]
@@ -147,8 +147,10 @@ class _Run:
 
     def __init__(self, session: TransitSession, signalling: Signalling,
                  servers: Sequence[IceServer], relay_only: bool,
-                 reflexive_host: str | None = None) -> None:
+                 reflexive_host: str | None = None, join_after: float = 0.0) -> None:
         self.session = session
+        self.join_after = join_after
+        self.dialled: asyncio.Future[None] | None = None
         self.signalling = signalling
         self.servers = servers
         self.relay_only = relay_only
@@ -166,12 +168,23 @@ class _Run:
         return with_reflexive(sdp, self.reflexive_host)
 
     def begin(self) -> None:
-        self.task = asyncio.ensure_future(
-            asyncio.wait_for(self._negotiate(), CONNECT_TIMEOUT))
+        self.dialled = asyncio.get_running_loop().create_future()
+        self.task = asyncio.ensure_future(self._join())
         self.task.add_done_callback(_mark_retrieved)
 
+    async def _join(self) -> DataChannelStream:
+        """Negotiate :attr:`join_after` seconds after the race dialled the peer's hint
+        (:data:`hilltop.webrtc.settings.JOIN_AFTER`); a race won before that cancels this,
+        and aiortc is never imported."""
+        assert self.dialled is not None
+        await self.dialled
+        if self.join_after > 0:
+            await asyncio.sleep(self.join_after)
+        return await asyncio.wait_for(self._negotiate(), CONNECT_TIMEOUT)
+
     def connect(self) -> defer.Deferred[Any]:
-        assert self.task is not None
+        assert self.task is not None and self.dialled is not None
+        _settle(self.dialled)
         task = self.task
 
         async def wait() -> DataChannelStream:

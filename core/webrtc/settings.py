@@ -20,6 +20,15 @@ if TYPE_CHECKING:
     from hilltop.webrtc.channel import Signalling
 
 
+JOIN_AFTER = 0.5
+"""WebRTC joins a race half a second after it began, so a direct connection that wins first
+(the usual case: on loopback and LANs it connects in tens of ms) never pays for aiortc. Its
+import alone took 0.3-0.6 s of CPU and ~28 MB, and it ran beside every transfer between two
+hilltops with the extra installed: a 3-byte receive 1.26 s and 82 MB against 0.89 s and
+53 MB without the extra (bench/README.md, "Time budget"). The cost: where WebRTC is needed
+(both peers behind NAT) it connects that much later."""
+
+
 @dataclass(frozen=True)
 class IceServer:
     """One STUN or TURN server (the fields of WebRTC's ``RTCIceServer``)."""
@@ -37,10 +46,13 @@ class WebRTCSettings:
     * ``relay_only``: use TURN relay candidates only (``--webrtc-relay-only``).
     * ``signalling``: the channel to the peer, set per transfer by
       :func:`hilltop.transfer.story.make_runner`; without one the transport stays idle.
+    * ``join_after``: seconds the transport waits, once the race dials the peer's
+      ``webrtc-v1`` hint, before it imports aiortc and negotiates (:data:`JOIN_AFTER`).
     """
 
     ice_servers: tuple[IceServer, ...] = ()
     relay_only: bool = False
+    join_after: float = JOIN_AFTER
     signalling: Signalling | None = field(default=None, compare=False)
 
     @property

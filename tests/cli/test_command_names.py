@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from click.testing import CliRunner
 
@@ -73,3 +76,21 @@ def test_version_names_the_protocol_it_speaks() -> None:
     assert "Magic Wormhole v1" in said and "transit v1" in said
     for feature in capabilities.FEATURES:
         assert feature in said, said
+
+
+def test_version_alone_answers_without_importing_the_cli() -> None:
+    """``wormhole --version`` is answered before click, Twisted and the commands are imported
+    (~0.4 s of CPU), with the text the full CLI prints."""
+    probe = ("import sys\n"
+             "sys.argv = ['wormhole', '--version']\n"
+             "from hilltop.cli.launch import main\n"
+             "main()\n"
+             "print(sorted(m for m in ('click', 'twisted', 'hilltop.cli.main', 'hilltop.api')"
+             " if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    *text, imported = out.stdout.splitlines()
+    assert imported == "[]"
+    full = CliRunner().invoke(cli, ["--version"], prog_name="wormhole")
+    assert "\n".join(text) + "\n" == full.output

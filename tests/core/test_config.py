@@ -42,3 +42,16 @@ def test_a_text_send_loads_no_plugin_machinery() -> None:
         "    pass\n"
         "print('pluggy' in sys.modules, 'hilltop.transit.plugins' in sys.modules)\n")
     assert run_fresh(probe).split() == ["False", "False"]
+
+
+def test_no_config_file_imports_no_toml_parser(tmp_path: Path) -> None:
+    """Most runs have no config file: reading its tables then never imports tomllib."""
+    (tmp_path / "config.toml").write_text('[transports]\ndisabled = ["relay"]\n')
+    probe = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from hilltop.config import read_table\n"
+        f"print(read_table('transports', Path({str(tmp_path / 'none.toml')!r})))\n"
+        "print('tomllib' in sys.modules)\n"
+        f"print(read_table('transports', Path({str(tmp_path / 'config.toml')!r})))\n")
+    assert run_fresh(probe).split("\n") == ["None", "False", "{'disabled': ['relay']}", ""]

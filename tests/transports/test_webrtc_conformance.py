@@ -268,8 +268,11 @@ async def test_no_listen_with_turn_offers_relay_candidates_only(
     plugin = WebRTC()
     [hint] = await defer.maybeDeferred(plugin.hilltop_transport_start, session)
     assert hint.type == "webrtc-v1"
+    dial = plugin.hilltop_transport_connect(hint=hint, session=session)  # the race joins it
+    dial.addErrback(lambda _: None)
     offer = await defer.Deferred.fromFuture(asyncio.ensure_future(
         asyncio.wait_for(sig.peer.inbox.get(), 20)))
+    dial.cancel()
     await defer.maybeDeferred(plugin.hilltop_transport_stop, session)
     candidates = [line for line in offer.sdp.splitlines() if line.startswith("a=candidate")]
     assert not [c for c in candidates if " typ relay" not in c], offer.sdp
@@ -338,3 +341,47 @@ async def test_a_failed_negotiation_nobody_waited_for_is_not_logged_at_exit() ->
         assert not logged
     finally:
         loop.set_exception_handler(previous)
+
+
+def test_a_race_won_before_webrtc_joins_never_imports_aiortc() -> None:
+    """WebRTC joins JOIN_AFTER seconds after the race dialled its hint: a race won before
+    that (direct TCP, usually) stops it with no signal sent and aiortc never imported
+    (checked in a fresh interpreter)."""
+    script = """
+import asyncio, sys
+from hilltop.hookspecs import TransitSession
+from hilltop.transit.settings import TransportSettings
+from hilltop.transports.webrtc import WebRTC
+from hilltop.webrtc.settings import JOIN_AFTER, WebRTCSettings
+
+class Sig:
+    def __init__(self):
+        self.sent = []
+    async def both_speak_webrtc(self):
+        return True
+    def send(self, kind, sdp='', wide=False):
+        self.sent.append(kind)
+    async def receive(self):
+        await asyncio.sleep(3600)
+
+async def main():
+    sig = Sig()
+    session = TransitSession(None, 'sender',
+                             settings=TransportSettings(WebRTCSettings(signalling=sig)))
+    plugin = WebRTC()
+    hints = await plugin.hilltop_transport_start(session=session).asFuture(
+        asyncio.get_running_loop())
+    dial = plugin.hilltop_transport_connect(hint=hints[0], session=session)
+    dial.addErrback(lambda _: None)
+    await asyncio.sleep(JOIN_AFTER / 5)  # direct TCP won: the runner cancels and stops
+    dial.cancel()
+    assert plugin.hilltop_transport_stop(session=session) is None
+    await asyncio.sleep(JOIN_AFTER * 1.5)
+    print(sig.sent, sorted({m.split('.')[0] for m in sys.modules} & {'aiortc', 'aioice', 'av'}))
+
+asyncio.run(main())
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[] []"
