@@ -33,7 +33,7 @@ class LanSettings:
 
     * ``interface``: announce, listen and look only on this interface (``--interface``);
       None means every interface with a LAN address.
-    * ``tags``: set per transfer by :func:`hilltop.transfer.story.make_runner`; without them
+    * ``tags``: set per transfer by :func:`hilltop.transfer.session.make_runner`; without them
       the transport stays quiet (there is no peer to find).
     * ``mailbox_url``: the mailbox this transfer met at; on loopback both peers are on this
       host, where direct TCP needs no discovery, so the transport stays quiet too.

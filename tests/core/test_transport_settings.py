@@ -115,7 +115,7 @@ def test_a_transfer_hands_the_lan_tags_never_the_transit_key(role: str) -> None:
     """The transit key also protects the records; every plugin can read session.settings."""
     from twisted.internet import reactor
 
-    from hilltop.transfer.story import make_runner
+    from hilltop.transfer.session import make_runner
 
     w = FakeWormhole()
     options = TransitOptions(settings=TransportSettings(LanSettings(interface="eth0")),
