@@ -191,6 +191,7 @@ class _Shell:
         self._proving: defer.Deferred[Any] | None = None
         self._cleaned = False
         self._ending: defer.Deferred[None] | None = None
+        self._after: list[Callable[[], None]] = []
 
     # feeding the engine
     def feed(self, event: Callable[[float], None]) -> None:
@@ -198,6 +199,8 @@ class _Shell:
         self.drain()
 
     def drain(self) -> None:
+        """Carry out every action; what wakes the caller runs only after the last one, so
+        its code (a refusal, a close) never runs in the middle of the engine's outputs."""
         if self._draining:
             return
         self._draining = True
@@ -211,6 +214,9 @@ class _Shell:
         finally:
             self._draining = False
         self._arm()
+        after, self._after = self._after, []
+        for wake in after:
+            wake()
 
     def _arm(self) -> None:
         if self._timer is not None and self._timer.active():
@@ -312,12 +318,11 @@ class _Shell:
             case eng.Unacknowledged(why):
                 self.listener.on_unacknowledged(why)
             case eng.OfferArrived():
-                if not self._waiter.called:
-                    self._waiter.callback(action.offer)
+                self._after.append(lambda: self._wake(action.offer))
             case eng.Done() | eng.Failed():
                 if self._outcome is None:
                     self._outcome = action
-                    self._ending = defer.ensureDeferred(self._end())
+                    self._after.append(self._start_ending)
 
     def _up(self, channel: Channel, now: float) -> None:
         self.channel = channel
@@ -354,7 +359,14 @@ class _Shell:
                                inline=plan.v1_peer, idle_timeout=start.idle_timeout)
         return None
 
+    def _wake(self, offer: Offer) -> None:
+        if not self._waiter.called:
+            self._waiter.callback(offer)
+
     # the end
+    def _start_ending(self) -> None:
+        self._ending = defer.ensureDeferred(self._end())
+
     async def _end(self) -> None:
         outcome = self._outcome
         try:

@@ -186,3 +186,29 @@ async def test_a_mailbox_lost_once_data_flows_changes_nothing() -> None:
     shell._moved(100)  # noqa: SLF001 - the sender's first bytes: it had our answer
     engine.mailbox_lost(RuntimeError("mailbox gone"))
     assert not engine.finished and engine.actions() == [] and moved == [100]
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_refusal_goes_out_before_what_the_caller_does_next() -> None:
+    """The caller's code after ``receive_offer`` runs once the engine's outputs went out:
+    a refusal followed at once by closing the wormhole reached the sender after the close
+    (seen against official 0.24: the sender waited for ever for "transfer rejected")."""
+    from twisted.internet import reactor
+
+    from hilltop.errors import RejectedError
+
+    w = offered()
+    arriving: defer.Deferred[bytes] = defer.Deferred()
+    w.get_message = lambda: arriving  # type: ignore[method-assign]
+
+    async def receiver() -> None:
+        incoming = await session.receive_offer(reactor, w)  # type: ignore[arg-type]
+        incoming.reject(RejectedError("refusing to overwrite"))
+        w.sent.append(b"close")  # what the CLI does next
+
+    done = defer.ensureDeferred(receiver())
+    transit = offers.TransitMsg(({"type": "direct-tcp-v1"},), ()).to_wire()
+    w.get_message = lambda: defer.succeed(offers.FileOffer("f", 10).to_wire())  # type: ignore[method-assign]
+    arriving.callback(transit)  # the offer comes later, from the mailbox
+    await done
+    assert w.sent[-2:] == [offers.ErrorMsg("transfer rejected").to_wire(), b"close"]
