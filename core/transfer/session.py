@@ -97,52 +97,31 @@ async def may_resume(w: Wormhole) -> bool:
 
 
 def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions) -> TransitRunner:
-    """The transit runner for this peer: our transports and settings."""
+    """The transit runner for this peer: our transports, our settings, and the session's
+    services (:class:`hilltop.transit.services.WormholeServices`: side channel, derived keys,
+    what the mailbox connection knows), the same for built-in and third-party transports."""
     from hilltop.hints import parse_transit_helper
-    from hilltop.lan.settings import LanSettings, LanTags
     from hilltop.transit.plugins import load_configured
     from hilltop.transit.runner import TransitRunner
+    from hilltop.transit.services import WormholeServices
 
     transports = load_configured(list(options.transports) if options.transports else None,
                                  no_plugins=options.no_plugins)
     tk = w.transit_key()
-    # the lan transport announces under tags derived from the transit key; it never sees the key
-    settings = options.settings.updated(LanSettings, tags=LanTags.derive(tk, role),
-                                        mailbox_url=getattr(w, "relay_url", None))
-    if hasattr(w, "side_messages"):  # webrtc signals through the mailbox (hilltop peers only)
-        from hilltop.webrtc.channel import MailboxSignalling
-        from hilltop.webrtc.settings import WebRTCSettings
-
-        settings = settings.updated(WebRTCSettings, signalling=MailboxSignalling(w))
-    settings = settings.with_(punch_settings(w, options))
     return TransitRunner(
         reactor,
         role,  # type: ignore[arg-type]
-        w.transit_key(),
+        tk,
         transports=transports,
         transit_helpers=[parse_transit_helper(h) for h in options.transit_helpers if h],
         no_listen=options.no_listen,
         tor=options.tor,
         local_addresses=options.local_addresses,
-        settings=settings,
+        settings=options.settings,
         options=dict(options.plugin_options),
         on_attempt=options.on_attempt,
+        services=WormholeServices(w, tk),
     )
-
-
-def punch_settings(w: Wormhole, options: TransitOptions) -> Any:
-    """Where the hole punch dials from and what it advertises: the mailbox connection's local
-    address and what the server saw of it, or the STUN servers configured for WebRTC (one
-    list of STUN servers for both, from ``--stun`` or ``[webrtc] stun``)."""
-    from hilltop.transit.punch import PunchSettings, stun_endpoint
-    from hilltop.webrtc.settings import WebRTCSettings
-
-    seen = getattr(w, "your_address", None)
-    local = getattr(w, "mailbox_local_address", None)
-    webrtc = options.settings.get(WebRTCSettings) or WebRTCSettings()
-    stun = tuple(stun_endpoint(s.urls) for s in webrtc.ice_servers if s.urls.startswith("stun:"))
-    return PunchSettings(public=(seen.host, seen.port) if seen is not None else None,
-                         local=local, stun=stun)
 
 
 def transit_message(runner: TransitRunner, hints: Sequence[Any]) -> bytes:
