@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer
@@ -463,11 +463,8 @@ class Incoming:
         shell.sink = sink
         shell.listener = listener or Listener()
         engine = shell.engine
-        if not isinstance(self.offer, StreamOffer):
-            engine.plan = dataclass_replace(engine.plan, idle_timeout=options.idle_timeout)
-        else:
-            engine.plan = dataclass_replace(engine.plan, stream=True,
-                                            idle_timeout=options.idle_timeout)
+        engine.plan = replace(engine.plan, stream=isinstance(self.offer, StreamOffer),
+                              idle_timeout=options.idle_timeout)
         try:
             shell.runner = make_runner(shell.reactor, shell.w, "receiver", options)
             hints = await shell.runner.our_hints()
@@ -485,12 +482,6 @@ class Incoming:
         shell.w.when_closed().addErrback(
             lambda f: shell.feed(lambda _n: engine.mailbox_lost(f.value)))
         return await shell.wait()
-
-
-def dataclass_replace(plan: Plan, **changes: Any) -> Plan:
-    from dataclasses import replace
-
-    return replace(plan, **changes)
 
 
 async def receive_offer(reactor: Any, w: Wormhole, *, idle_timeout: float | None = None
