@@ -12,11 +12,14 @@ import signal
 import sys
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from hilltop.cli import events, exitcodes, output
 from hilltop.cli.prompts import end_question_line, restore_terminal
 from hilltop.errors import HilltopError, OutOfFileDescriptors
+
+if TYPE_CHECKING:
+    from hilltop import api
 
 
 def zero_mode_code(code: str | None, lan: bool, code_flag: str) -> str:
@@ -253,3 +256,22 @@ def _exit_at_once(status: int) -> None:
         with contextlib.suppress(Exception):
             stream.flush()
     os._exit(status)
+
+
+async def close_quietly(w: api.Wormhole) -> None:
+    """Close the wormhole; an error that already ended it was reported by whoever awaited.
+
+    Ctrl-C or SIGTERM while closing still lets the close finish (the interrupt's cleanup
+    allows it a few seconds): the last message queued before it, "transfer rejected" after
+    a "no" say, was otherwise cut off inside this process and its sender waited for ever.
+    """
+    from twisted.internet.defer import CancelledError
+
+    try:
+        await w.close()
+    except CancelledError:
+        with contextlib.suppress(Exception):
+            await w.when_closed()
+        raise
+    except Exception:  # noqa: BLE001, S110 - the first error is the one the user sees
+        pass

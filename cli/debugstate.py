@@ -21,7 +21,7 @@ import click
 
 from hilltop.cli import output
 
-MACHINES = ("mailbox", "handshake", "race", "streamcodec")
+MACHINES = ("mailbox", "handshake", "race", "streamcodec", "engine")
 """What can be selected: the modules whose tables go through ``_transitions.move``
 (``tests/cli/test_debugstate.py`` checks this list against the source)."""
 

@@ -28,8 +28,13 @@ from hilltop.cli import output
 
 if TYPE_CHECKING:
     from hilltop.rendezvous.mailbox import Reconnecting
-    from hilltop.transfer.manifest import FilesOffer
-    from hilltop.transfer.offers import DirectoryOffer, FileOffer, StreamOffer, TextOffer
+    from hilltop.transfer.session import (
+        DirectoryOffer,
+        FileOffer,
+        FilesOffer,
+        StreamOffer,
+        TextOffer,
+    )
     from hilltop.transit.options import AttemptNote
 
     Offer = TextOffer | FileOffer | DirectoryOffer | StreamOffer | FilesOffer
@@ -160,7 +165,7 @@ def reconnecting(note: Reconnecting) -> None:
 
 def offer(direction: str, what: Offer, human: str | None) -> None:
     """What is offered (``direction`` "send") or was offered to us ("receive")."""
-    from hilltop.transfer import offers
+    from hilltop.transfer import session as offers
 
     fields: dict[str, Any]
     if isinstance(what, offers.TextOffer):

@@ -111,7 +111,7 @@ async def send_lan(reactor: Any, opts: GlobalOptions, interfaces: LanInterfaces,
                       f"on {', '.join(interfaces.names)})")
         output.status(f"Clients without --lan can use: wormhole --relay-url {urls[0]} receive")
         w = api.Wormhole(opts.appid, urls[0], reactor=reactor)
-        from hilltop.cli.send import close_quietly
+        from hilltop.cli.common import close_quietly
 
         try:
             return await send_payload(w, code)

@@ -32,12 +32,11 @@ import click
 from hilltop import api
 from hilltop.cli import events, output
 from hilltop.errors import LocalError
-from hilltop.transfer import offers
+from hilltop.transfer import session
 from hilltop.units import readable_size
 
 if TYPE_CHECKING:
-    from hilltop.transfer.filesink import StreamSink
-    from hilltop.transfer.streaming import StreamSource
+    from hilltop.transfer.session import StreamSink, StreamSource
     from hilltop.transit.options import TransitOptions
 
 TO_STDOUT = "-"
@@ -128,7 +127,7 @@ def check_text_size(text: str) -> None:
         raise LocalError(f"the text message is over {readable_size(TEXT_LIMIT)} "
                          f"({TEXT_LIMIT} bytes), the most one mailbox message carries here; "
                          "send it as a stream instead: ... | wormhole send -")
-    if len(offers.TextOffer(text).to_wire()) > MAX_TEXT_WIRE:
+    if len(session.TextOffer(text).to_wire()) > MAX_TEXT_WIRE:
         raise LocalError("the text message is too big once escaped for the mailbox "
                          f"(over {readable_size(MAX_TEXT_WIRE)}); send it as a stream instead: "
                          "... | wormhole send -")
@@ -141,17 +140,14 @@ def refuse_terminal_stdout() -> None:
                                "here: redirect it (> FILE) or pipe it into a program")
 
 
-def describe_stream(offer: offers.StreamOffer) -> str:
+def describe_stream(offer: session.StreamOffer) -> str:
     return f"a stream of unknown length named '{offer.name}'"
 
 
 def stdout_sink(size: int) -> StreamSink:
     """A sink writing exactly ``size`` bytes (``UNKNOWN_SIZE`` for a stream) to stdout."""
-    from hilltop.transfer.filesink import StreamSink
-    from hilltop.transfer.streaming import FdWriter
-
     sys.stdout.flush()  # nothing of ours may land in the middle of the data
-    return StreamSink(FdWriter(sys.stdout.fileno()), size)
+    return session.writer_sink(sys.stdout.fileno(), size)
 
 
 # --- send -----------------------------------------------------------------------------------
@@ -160,9 +156,7 @@ def answers_for(path: str, verify: bool) -> Iterator[int]:
     """Where ``send --verify`` reads its yes or no while streaming ``path``: stdin, unless the
     stream is stdin, then the terminal (``/dev/tty``). Without one, refuse: the answer would
     be read from the data."""
-    from hilltop.transfer.streaming import reads_our_stdin
-
-    if not verify or not reads_our_stdin(path):
+    if not verify or not session.reads_our_stdin(path):
         yield 0
         return
     try:
@@ -179,11 +173,10 @@ def answers_for(path: str, verify: bool) -> Iterator[int]:
 async def send_stream(reactor: Any, w: api.Wormhole, source: StreamSource,
                       options: TransitOptions, how: Any, hide_progress: bool,
                       answer_fd: int = 0) -> int:
-    """The CLI side of :func:`hilltop.transfer.streaming.send_stream` (``how``: the send
-    command's ``Announcement``)."""
+    """The CLI side of sending a stream (:func:`hilltop.transfer.session.send`; ``how``: the
+    send command's ``Announcement``)."""
     from hilltop.cli.progress import transfer_progress
     from hilltop.cli.send import announce_code, confirm_key
-    from hilltop.transfer import streaming
 
     events.offer("send", source.offer, f"Sending {describe_stream(source.offer)}")
     if source.path == "-" and os.isatty(0):
@@ -191,10 +184,9 @@ async def send_stream(reactor: Any, w: api.Wormhole, source: StreamSource,
     await announce_code(w, how)
     await confirm_key(reactor, w, how.verify, answer_fd)
     with transfer_progress(None, hide_progress) as shown:
-        trailer = await streaming.send_stream(
-            reactor, w, source, options,
+        trailer = await session.send(reactor, w, source, options, listener=session.Listener(
             on_connected=lambda desc: shown.connected(f"Sending ({desc})...", desc),
-            progress=shown.update)
+            progress=shown.update))
         shown.done("Sent", kind="stream")
     events.human(f"Stream of {trailer.length} bytes sent and confirmed by the receiver. "
                  "Transfer complete.")

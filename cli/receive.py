@@ -11,11 +11,11 @@ from twisted.internet.defer import CancelledError
 from hilltop import api
 from hilltop.cli import codeinput, events, output, pipes, prompts, timing
 from hilltop.cli import lan as cli_lan
-from hilltop.cli.common import GlobalOptions, run, zero_mode_code
+from hilltop.cli.common import GlobalOptions, close_quietly, run, zero_mode_code
 from hilltop.cli.completion import complete_code
 from hilltop.cli.debugstate import debug_state_flag
-from hilltop.cli.progress import TransferProgress, transfer_progress
-from hilltop.cli.send import close_quietly, describe_offer, offer_kind, show_resume
+from hilltop.cli.offerlines import describe_offer, offer_kind, show_resume
+from hilltop.cli.progress import transfer_progress
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
 from hilltop.cli.transitopts import (
     app_versions,
@@ -26,14 +26,12 @@ from hilltop.cli.transitopts import (
     watch_mailbox,
 )
 from hilltop.errors import HilltopError, RejectedError
-from hilltop.transfer import offers, story, targets
+from hilltop.transfer import session
 from hilltop.units import readable_size
 
-if TYPE_CHECKING:  # imported where a file is received: a text message needs none of it
-    from hilltop.transfer.filesink import FileSink, StreamSink
-    from hilltop.transfer.foldersink import DirectorySink
+if TYPE_CHECKING:
+    from hilltop.cli.progress import TransferProgress
 
-REJECTED = "transfer rejected"
 
 WAITING_NOTICE = "Waiting for sender..."
 WAITING_NOTICE_SECONDS = 1.0
@@ -149,7 +147,7 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, alloca
 
 class _Choices:
     def __init__(self, only_text: bool, accept_file: bool, output_file: str | None,
-                 hide_progress: bool, options: story.TransitOptions) -> None:
+                 hide_progress: bool, options: session.TransitOptions) -> None:
         self.only_text = only_text
         self.accept_file = accept_file
         self.output_file = output_file
@@ -161,73 +159,87 @@ class _Choices:
     def to_stdout(self) -> bool:
         return self.output_file == pipes.TO_STDOUT
 
+    def for_session(self) -> session.ReceiveChoices:
+        return session.ReceiveChoices(os.getcwd(), output=self.output_file,
+                                      to_stdout=self.to_stdout, only_text=self.only_text,
+                                      no_resume=self.no_resume)
+
 
 async def _receive(reactor: Any, w: api.Wormhole, choices: _Choices) -> int:
-    offer, peer_transit = await story.receive_offer(
-        w, reactor=reactor, idle_timeout=choices.options.idle_timeout)
-    if isinstance(offer, offers.TextOffer):
+    incoming = await session.receive_offer(reactor, w,
+                                           idle_timeout=choices.options.idle_timeout)
+    offer = incoming.offer
+    if isinstance(offer, session.TextOffer):
         events.offer("receive", offer, None)
-        events.received_text(offer.message)
-        w.send_message(offers.Answer(offers.MESSAGE_ACK).to_wire())
+        events.received_text(incoming.accept_text())
         events.emit("done", kind="text")
         return 0
-    assert peer_transit is not None
-    if isinstance(offer, offers.StreamOffer):
-        return await _receive_stream(reactor, w, offer, peer_transit, choices)
-    if isinstance(offer, offers.FilesOffer):
+    try:
+        prepared = session.prepare(offer, choices.for_session(),
+                                   resumable=await session.may_resume(w),
+                                   stdout_sink=pipes.stdout_sink)
+        await _ask(reactor, prepared, choices)
+        sink = prepared.open_sink()
+    except (HilltopError, CancelledError) as err:  # refused, or Ctrl-C/SIGTERM at the question
+        incoming.reject(err)
+        raise
+    if isinstance(offer, session.FilesOffer):
         from hilltop.cli.several import receive_files
 
-        return await receive_files(reactor, w, offer, peer_transit, choices)
-    return await _receive_file(reactor, w, offer, peer_transit, choices)
+        return await receive_files(incoming, prepared, sink, choices)
+    if isinstance(offer, session.StreamOffer):
+        return await _receive_stream(incoming, prepared, sink, choices)
+    return await _receive_file(incoming, prepared, sink, choices)
 
 
-async def _prepare(reactor: Any, w: api.Wormhole,
-                   offer: offers.FileOffer | offers.DirectoryOffer,
-                   choices: _Choices) -> FileSink | DirectorySink | StreamSink:
-    """Every check that can refuse an offer, before a byte is accepted."""
-    if choices.only_text:
-        raise RejectedError("the sender offered a file, but --only-text was given")
-    size = readable_size(offer.filesize if isinstance(offer, offers.FileOffer)
-                         else offer.numbytes)
-    if choices.to_stdout:
+async def _ask(reactor: Any, prepared: session.Prepared, choices: _Choices) -> None:
+    """Show the offer and ask the user (unless ``--accept-file``)."""
+    offer = prepared.offer
+    if isinstance(offer, session.FilesOffer):
+        from hilltop.cli.several import describe_files
+
+        events.offer("receive", offer, f"Receiving {describe_files(offer)}")
+        assert prepared.where is not None
+        question = (f"ok? (y/N) [saves {readable_size(offer.numbytes)} as "
+                    f"{len(offer.tops())} items in {os.path.relpath(prepared.where)}]: ")
+    elif isinstance(offer, session.StreamOffer):
+        where = ("to stdout" if prepared.where is None
+                 else f"as {os.path.relpath(prepared.where)}")
+        events.offer("receive", offer, f"Receiving {pipes.describe_stream(offer)}")
+        question = f"ok? (y/N) [writes it {where}]: "
+    else:
+        assert isinstance(offer, session.FileOffer | session.DirectoryOffer)
+        size = readable_size(offer.filesize if isinstance(offer, session.FileOffer)
+                             else offer.numbytes)
         events.offer("receive", offer, f"Receiving {describe_offer(offer)}")
-        if isinstance(offer, offers.DirectoryOffer):
-            output.status("The folder goes to stdout as the zip archive it travels as.")
-        if not choices.accept_file and not await prompts.ask_yes_no(
-                reactor, f"ok? (y/N) [writes {size} to stdout]: "):
-            raise RejectedError("transfer rejected")
-        return pipes.stdout_sink(story.wire_size(offer))
-    target = targets.plan_target(offer, choices.output_file, os.getcwd())
-    events.offer("receive", offer, f"Receiving {describe_offer(offer)}")
-    if not choices.accept_file:
-        where = os.path.relpath(target)
-        if not await prompts.ask_yes_no(reactor, f"ok? (y/N) [saves {size} as {where}]: "):
-            raise RejectedError("transfer rejected")
-    return story.open_sink(offer, target, resumable=await story.may_resume(w),
-                           drop_kept=choices.no_resume)
+        if prepared.where is None:
+            if isinstance(offer, session.DirectoryOffer):
+                output.status("The folder goes to stdout as the zip archive it travels as.")
+            question = f"ok? (y/N) [writes {size} to stdout]: "
+        else:
+            question = f"ok? (y/N) [saves {size} as {os.path.relpath(prepared.where)}]: "
+    if not choices.accept_file and not await prompts.ask_yes_no(reactor, question):
+        raise RejectedError("transfer rejected")
 
 
-async def _receive_file(reactor: Any, w: api.Wormhole,
-                        offer: offers.FileOffer | offers.DirectoryOffer,
-                        peer_transit: offers.TransitMsg, choices: _Choices) -> int:
-    try:
-        sink = await _prepare(reactor, w, offer, choices)
-    except (HilltopError, CancelledError):  # refused, or Ctrl-C/SIGTERM at the question
-        w.send_message(offers.ErrorMsg(REJECTED).to_wire())
-        raise
-    size = story.wire_size(offer)
+def _listener(shown: TransferProgress, progress: Any = None) -> session.Listener:
+    return session.Listener(
+        on_connected=lambda desc: shown.connected(f"Receiving (->{desc})...", desc),
+        progress=progress or shown.update,
+        on_unacknowledged=lambda why: warn_unacknowledged(shown, why),
+        on_resume=lambda offset, why: show_resume(shown, offset, why))
+
+
+async def _receive_file(incoming: session.Incoming, prepared: session.Prepared, sink: Any,
+                        choices: _Choices) -> int:
+    offer = prepared.offer
+    size = prepared.size or 0
     restart = getattr(sink, "restart_reason", "")
     if restart:
         output.status(f"Starting from zero: {restart}")
     with transfer_progress(size, choices.hide_progress) as shown:
         try:
-            await story.receive_into(
-                reactor, w, peer_transit, sink, size, choices.options,
-                on_connected=lambda desc: shown.connected(f"Receiving (->{desc})...", desc),
-                progress=shown.update,
-                on_unacknowledged=lambda why: warn_unacknowledged(shown, why),
-                on_resume=lambda offset, why: show_resume(shown, offset, why),
-            )
+            await incoming.receive(sink, choices.options, listener=_listener(shown))
         except BaseException:
             kept = getattr(sink, "kept_bytes", 0)
             if kept:  # said before the error line, which may say "the file was not saved"
@@ -237,7 +249,7 @@ async def _receive_file(reactor: Any, w: api.Wormhole,
                               "are kept (hidden), and receiving this file here again "
                               "continues from there")
             raise
-        shown.done("Received", kind=offer_kind(offer),
+        shown.done("Received", kind=offer_kind(offer),  # type: ignore[arg-type]
                    **({} if choices.to_stdout else {"path": os.path.abspath(sink.target)}))
     events.human("Wrote it to stdout" if choices.to_stdout
                  else f"Received {os.path.relpath(sink.target)}")
@@ -245,38 +257,12 @@ async def _receive_file(reactor: Any, w: api.Wormhole,
     return 0
 
 
-async def _receive_stream(reactor: Any, w: api.Wormhole, offer: offers.StreamOffer,
-                          peer_transit: offers.TransitMsg, choices: _Choices) -> int:
+async def _receive_stream(incoming: session.Incoming, prepared: session.Prepared, sink: Any,
+                          choices: _Choices) -> int:
     """A stream of unknown length (``stream-v1``): to stdout, or to a file like any other,
     which gets its name only once the sender's end marker and trailer arrived."""
-    from hilltop.transfer import streaming
-    from hilltop.transfer.filesink import UNKNOWN_SIZE, FileSink
-
-    sink: FileSink | StreamSink
-    try:
-        if choices.only_text:
-            raise RejectedError("the sender offered a stream, but --only-text was given")
-        if choices.to_stdout:
-            where = "to stdout"
-        else:
-            target = targets.target_path(offer.name, choices.output_file, os.getcwd())
-            where = f"as {os.path.relpath(target)}"
-        events.offer("receive", offer, f"Receiving {pipes.describe_stream(offer)}")
-        if not choices.accept_file and not await prompts.ask_yes_no(
-                reactor, f"ok? (y/N) [writes it {where}]: "):
-            raise RejectedError("transfer rejected")
-        sink = (pipes.stdout_sink(UNKNOWN_SIZE) if choices.to_stdout
-                else FileSink(target, UNKNOWN_SIZE))
-    except (HilltopError, CancelledError):
-        w.send_message(offers.ErrorMsg(REJECTED).to_wire())
-        raise
     with transfer_progress(None, choices.hide_progress) as shown:
-        trailer = await streaming.receive_stream_into(
-            reactor, w, peer_transit, sink, choices.options,
-            on_connected=lambda desc: shown.connected(f"Receiving (->{desc})...", desc),
-            progress=shown.update,
-            on_unacknowledged=lambda why: warn_unacknowledged(shown, why),
-        )
+        trailer = await incoming.receive(sink, choices.options, listener=_listener(shown))
         shown.done("Received", kind="stream",
                    **({} if choices.to_stdout else {"path": os.path.abspath(sink.target)}))
     what = f"stream of {trailer.length} bytes"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -13,9 +12,10 @@ from hilltop import api
 from hilltop.cli import browser as cli_browser
 from hilltop.cli import events, output, pipes, prompts, timing
 from hilltop.cli import lan as cli_lan
-from hilltop.cli.common import GlobalOptions, exit_with, run, zero_mode_code
+from hilltop.cli.common import GlobalOptions, close_quietly, exit_with, run, zero_mode_code
 from hilltop.cli.debugstate import debug_state_flag
-from hilltop.cli.progress import TransferProgress, transfer_progress
+from hilltop.cli.offerlines import describe_offer, offer_kind, show_resume
+from hilltop.cli.progress import transfer_progress
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
 from hilltop.cli.transitopts import (
     app_versions,
@@ -27,12 +27,12 @@ from hilltop.cli.transitopts import (
 )
 from hilltop.errors import HilltopError, PeerRejectedError, RejectedError, TransferError
 from hilltop.rendezvous.codes import parse_code
-from hilltop.transfer import offers
+from hilltop.transfer import session
 from hilltop.transit.options import TransitOptions
 from hilltop.units import readable_size
 
 if TYPE_CHECKING:  # imported where a file is sent: a text message needs none of it
-    from hilltop.transfer.source import Source
+    from hilltop.transfer.session import Source
 
 VERIFY_REJECTED = "sender rejected verification check, abandoned transfer"
 """The ``error`` text official 0.24 sends when its user answers "no" to the verifier; official
@@ -127,22 +127,17 @@ def send(opts: GlobalOptions, paths: tuple[str, ...], text: str | None, code: st
         source = None
         if streamed:
             assert what is not None
-            from hilltop.transfer.streaming import StreamSource
-
-            with StreamSource(what, stream_name) as stream, \
+            with session.stream_source(what, stream_name) as stream, \
                     pipes.answers_for(what, verify) as answer_fd:
                 return await pipes.send_stream(reactor, w, stream, options, announcement,
                                                hide_progress, answer_fd)
         if several:
             from hilltop.cli.several import send_files
-            from hilltop.transfer.manysource import open_bundle
-
-            bundle = open_bundle(list(paths), skip_unsendable=ignore_unsendable_files)
+            bundle = session.open_bundle(list(paths), skip_unsendable=ignore_unsendable_files)
             return await send_files(reactor, w, bundle, options, announcement, hide_progress)
         if what is not None:
-            from hilltop.transfer.source import open_source  # the zip writer: only to send a file
-
-            source = open_source(what, skip_unsendable=ignore_unsendable_files)
+            # the zip writer loads only to send a file
+            source = session.open_source(what, skip_unsendable=ignore_unsendable_files)
         if source is not None:
             with source:
                 return await _send_file(reactor, w, source, options, announcement,
@@ -272,7 +267,7 @@ async def confirm_key(reactor: Any, w: api.Wormhole, verify: bool,
     events.emit("peer_connected")
     if verify and not await prompts.ask_yes_no(
             reactor, f"Verifier {verifier.hex()}. ok? (yes/no): ", answer_fd):
-        w.send_message(offers.ErrorMsg(VERIFY_REJECTED).to_wire())
+        w.send_message(session.ErrorMsg(VERIFY_REJECTED).to_wire())
         raise RejectedError("verification rejected: the transfer was abandoned "
                             "and the receiver was told")
     return versions
@@ -280,31 +275,19 @@ async def confirm_key(reactor: Any, w: api.Wormhole, verify: bool,
 
 async def _send_text(reactor: Any, w: api.Wormhole, text: str,
                      how: Announcement) -> int:
-    events.offer("send", offers.TextOffer(text),
+    events.offer("send", session.TextOffer(text),
                  f"Sending text message ({readable_size(len(text.encode('utf-8')))})")
     await announce_code(w, how)
     await confirm_key(reactor, w, how.verify)
-    w.send_message(offers.TextOffer(text).to_wire())
-    reply = offers.parse_app_message(await w.get_message())
-    if isinstance(reply, offers.ErrorMsg):
+    w.send_message(session.TextOffer(text).to_wire())
+    reply = session.parse_app_message(await w.get_message())
+    if isinstance(reply, session.ErrorMsg):
         raise PeerRejectedError(f"the receiver refused: {reply.text}")
-    if not (isinstance(reply, offers.Answer) and reply.kind == offers.MESSAGE_ACK
+    if not (isinstance(reply, session.Answer) and reply.kind == session.MESSAGE_ACK
             and reply.ok):
         raise TransferError("the receiver did not acknowledge the message")
     events.emit("done", "text message sent", kind="text")
     return 0
-
-
-def describe_offer(offer: offers.FileOffer | offers.DirectoryOffer | offers.FilesOffer) -> str:
-    """The offer in a line, sizes first as official 0.24 words it ("1.2 MB file named 'x'")."""
-    if isinstance(offer, offers.FilesOffer):
-        from hilltop.cli.several import describe_files
-
-        return describe_files(offer)
-    if isinstance(offer, offers.FileOffer):
-        return f"{readable_size(offer.filesize)} file named '{offer.filename}'"
-    return (f"directory named '{offer.dirname}' ({offer.numfiles} files, "
-            f"{readable_size(offer.numbytes)}, {readable_size(offer.zipsize)} on the wire)")
 
 
 async def _send_file(reactor: Any, w: api.Wormhole, source: Source,
@@ -316,48 +299,10 @@ async def _send_file(reactor: Any, w: api.Wormhole, source: Source,
     await announce_code(w, how)
     await confirm_key(reactor, w, how.verify)
     with transfer_progress(source.size, hide_progress) as shown:
-        from hilltop.transfer import story  # the transit machinery: only to send a file
-
-        await story.send_source(
-            reactor, w, source, options,
+        await session.send(reactor, w, source, options, listener=session.Listener(
             on_connected=lambda desc: shown.connected(f"Sending ({desc})...", desc),
             progress=shown.update,
-            on_resume=lambda offset, why: show_resume(shown, offset, why),
-        )
+            on_resume=lambda offset, why: show_resume(shown, offset, why)))
         shown.done("Sent", kind=offer_kind(source.offer))
     events.human("File sent and confirmed by the receiver. Transfer complete.")
     return 0
-
-
-def show_resume(shown: TransferProgress, offset: int, why: str) -> None:
-    """Say where the data starts when the receiver asked to resume (both sides)."""
-    if offset:
-        shown.skip(offset)
-        output.status(f"Resuming at {readable_size(offset)} of {readable_size(shown.total or 0)}")
-    else:
-        output.status(f"Starting from zero: {why}")
-
-
-def offer_kind(offer: offers.FileOffer | offers.DirectoryOffer | offers.FilesOffer) -> str:
-    if isinstance(offer, offers.FilesOffer):
-        return "files"
-    return "file" if isinstance(offer, offers.FileOffer) else "directory"
-
-
-async def close_quietly(w: api.Wormhole) -> None:
-    """Close the wormhole; an error that already ended it was reported by whoever awaited.
-
-    Ctrl-C or SIGTERM while closing still lets the close finish (the interrupt's cleanup
-    allows it a few seconds): the last message queued before it, "transfer rejected" after
-    a "no" say, was otherwise cut off inside this process and its sender waited for ever.
-    """
-    from twisted.internet.defer import CancelledError
-
-    try:
-        await w.close()
-    except CancelledError:
-        with contextlib.suppress(Exception):
-            await w.when_closed()
-        raise
-    except Exception:  # noqa: BLE001, S110 - the first error is the one the user sees
-        pass

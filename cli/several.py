@@ -19,17 +19,15 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from hilltop import api
-from hilltop.cli import events, output, prompts
+from hilltop.cli import events, output
 from hilltop.cli.progress import TransferProgress, transfer_progress
-from hilltop.errors import HilltopError, RejectedError
 from hilltop.rendezvous import capabilities
-from hilltop.transfer import offers, story, targets
-from hilltop.transfer.manifest import FilesOffer, ManifestEntry
+from hilltop.transfer import session
+from hilltop.transfer.session import FilesOffer, ManifestEntry
 from hilltop.units import readable_size
 
 if TYPE_CHECKING:
-    from hilltop.transfer.manysource import Bundle
-    from hilltop.transit.options import TransitOptions
+    from hilltop.transfer.session import Bundle, TransitOptions
 
 LISTED = 20
 """Names the receiver lists before its question; more are counted, not shown."""
@@ -87,7 +85,8 @@ class FileLines:
 async def send_files(reactor: Any, w: api.Wormhole, bundle: Bundle,
                      options: TransitOptions, how: Any, hide_progress: bool) -> int:
     """``wormhole send A B ...`` (``how``: the send command's ``Announcement``)."""
-    from hilltop.cli.send import announce_code, confirm_key, show_resume
+    from hilltop.cli.offerlines import show_resume
+    from hilltop.cli.send import announce_code, confirm_key
 
     for skipped in bundle.skipped:
         output.status(f"left out (unreadable): {skipped}")
@@ -106,11 +105,10 @@ async def send_files(reactor: Any, w: api.Wormhole, bundle: Bundle,
         events.offer("send", source.offer, None)
     with source, transfer_progress(source.size, hide_progress) as shown:
         lines = FileLines(manifest.entries, "send", shown, hide_progress) if as_files else None
-        await story.send_source(
-            reactor, w, source, options,
+        await session.send(reactor, w, source, options, listener=session.Listener(
             on_connected=lambda desc: shown.connected(f"Sending ({desc})...", desc),
             progress=lines.update if lines is not None else shown.update,
-            on_resume=lambda offset, why: show_resume(shown, offset, why))
+            on_resume=lambda offset, why: show_resume(shown, offset, why)))
         if lines is not None:
             lines.finish()
         shown.done("Sent", kind="files" if as_files else "directory")
@@ -119,38 +117,18 @@ async def send_files(reactor: Any, w: api.Wormhole, bundle: Bundle,
 
 
 # --- receive --------------------------------------------------------------------------------
-async def receive_files(reactor: Any, w: api.Wormhole, offer: FilesOffer,
-                        peer_transit: offers.TransitMsg, choices: Any) -> int:
-    """Accept several files (``choices``: the receive command's ``_Choices``)."""
-    from hilltop.cli.receive import REJECTED, warn_unacknowledged
-    from hilltop.transfer.manysink import FilesSink
+async def receive_files(incoming: session.Incoming, prepared: session.Prepared, sink: Any,
+                        choices: Any) -> int:
+    """Receive several files the session allowed (``choices``: the receive command's)."""
+    from hilltop.cli.receive import _listener
 
-    try:
-        if choices.only_text:
-            raise RejectedError("the sender offered files, but --only-text was given")
-        if choices.to_stdout:
-            raise RejectedError("the sender offered several files, which cannot go to "
-                                "stdout (-o -); receive them into a folder")
-        directory = targets.plan_files(offer, choices.output_file, os.getcwd())
-        events.offer("receive", offer, f"Receiving {describe_files(offer)}")
-        where = os.path.relpath(directory)
-        if not choices.accept_file and not await prompts.ask_yes_no(
-                reactor, f"ok? (y/N) [saves {readable_size(offer.numbytes)} as "
-                         f"{len(offer.tops())} items in {where}]: "):
-            raise RejectedError("transfer rejected")
-        sink = FilesSink(directory, offer)
-    except HilltopError:
-        w.send_message(offers.ErrorMsg(REJECTED).to_wire())
-        raise
+    offer = prepared.offer
+    assert isinstance(offer, FilesOffer) and prepared.where is not None
     with transfer_progress(offer.numbytes, choices.hide_progress) as shown:
         lines = FileLines(offer.entries, "receive", shown, choices.hide_progress)
-        await story.receive_into(
-            reactor, w, peer_transit, sink, offer.numbytes, choices.options,
-            on_connected=lambda desc: shown.connected(f"Receiving (->{desc})...", desc),
-            progress=lines.update,
-            on_unacknowledged=lambda why: warn_unacknowledged(shown, why))
+        await incoming.receive(sink, choices.options, listener=_listener(shown, lines.update))
         lines.finish()
-        shown.done("Received", kind="files", path=directory)
+        shown.done("Received", kind="files", path=prepared.where)
     names = ", ".join(os.path.relpath(t) for t in sink.targets[:LISTED])
     events.human(f"Received {len(sink.targets)} items: {names}"
                  + (" ..." if len(sink.targets) > LISTED else ""))

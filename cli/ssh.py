@@ -17,12 +17,11 @@ import click
 
 from hilltop import api
 from hilltop.cli import events, prompts, sshkeys, timing
-from hilltop.cli.common import GlobalOptions, run
-from hilltop.cli.send import close_quietly
+from hilltop.cli.common import GlobalOptions, close_quietly, run
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
 from hilltop.cli.transitopts import transit_options, watch_mailbox
 from hilltop.errors import PeerRejectedError, ProtocolError, RejectedError
-from hilltop.transfer import offers
+from hilltop.transfer import session
 
 SSH_APPID = "lothar.com/wormhole/ssh-add"
 """Official 0.24's appid for ``wormhole ssh`` when ``--appid`` is not given: an official peer
@@ -78,20 +77,20 @@ def invite(ctx: click.Context, code_length: int, user: str | None) -> None:
             events.emit("code", code=code,
                         stdout=f"Now tell the other user to run:\n\n"
                                f"wormhole ssh accept {code}\n")
-            msg = offers.parse_app_message(await w.get_message())
+            msg = session.parse_app_message(await w.get_message())
             events.emit("peer_connected")
-            if isinstance(msg, offers.ErrorMsg):
+            if isinstance(msg, session.ErrorMsg):
                 raise PeerRejectedError(f"the other side abandoned: {msg.text}")
-            if not isinstance(msg, offers.TextOffer):
-                w.send_message(offers.ErrorMsg("expected an SSH public key").to_wire())
+            if not isinstance(msg, session.TextOffer):
+                w.send_message(session.ErrorMsg("expected an SSH public key").to_wire())
                 raise ProtocolError("the other side sent something other than an SSH key")
             events.offer("receive", msg, None)
             try:
                 key = sshkeys.parse_public_key(msg.message)
             except RejectedError:
-                w.send_message(offers.ErrorMsg("key refused").to_wire())
+                w.send_message(session.ErrorMsg("key refused").to_wire())
                 raise
-            w.send_message(offers.Answer(offers.MESSAGE_ACK).to_wire())
+            w.send_message(session.Answer(session.MESSAGE_ACK).to_wire())
             where = ssh_path / "authorized_keys"
             options = sshkeys.append_key(ssh_path, key, owner=user)
             described = f"key type='{key.kind}' id='{key.keyid}'"
@@ -146,12 +145,12 @@ def accept(ctx: click.Context, code: str, key_file: str | None, yes: bool) -> No
         try:
             w.set_code(code)
             events.emit("code", code=code)
-            w.send_message(offers.TextOffer(key.line() + "\n").to_wire())
-            reply = offers.parse_app_message(await w.get_message())
+            w.send_message(session.TextOffer(key.line() + "\n").to_wire())
+            reply = session.parse_app_message(await w.get_message())
             events.emit("peer_connected")
-            if isinstance(reply, offers.ErrorMsg):
+            if isinstance(reply, session.ErrorMsg):
                 raise PeerRejectedError(f"the other side refused the key: {reply.text}")
-            if not (isinstance(reply, offers.Answer) and reply.kind == offers.MESSAGE_ACK):
+            if not (isinstance(reply, session.Answer) and reply.kind == session.MESSAGE_ACK):
                 raise ProtocolError("the other side did not acknowledge the key")
             events.emit("done", kind="ssh_key", stdout="Key sent.")
             return 0

@@ -22,7 +22,7 @@ from hilltop.errors import HilltopError, LocalError, WormholeClosed
 from hilltop.rendezvous import capabilities, key, mailbox
 from hilltop.rendezvous.client import EndpointFactory, RendezvousClient, default_endpoint
 from hilltop.rendezvous.messages import SeenAddress
-from hilltop.transfer.offers import ErrorMsg, StreamOffer
+from hilltop.transfer.offers import StreamOffer
 
 if TYPE_CHECKING:  # a text message imports no transit code
     from typing import BinaryIO
@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # a text message imports no transit code
     from twisted.internet.interfaces import IReactorTime
 
     from hilltop.dilation.shell import DilatedWormhole
-    from hilltop.transfer.offers import DirectoryOffer, FileOffer, FilesOffer, TransitMsg
+    from hilltop.transfer.offers import DirectoryOffer, FileOffer, FilesOffer
     from hilltop.transfer.source import Source
     from hilltop.transit.options import TransitOptions
 
@@ -277,13 +277,14 @@ class Wormhole:
 
     async def _send_source(self, source: Source, transit: TransitOptions | None,
                            progress: Callable[[int], None] | None) -> str | None:
-        from hilltop.transfer import story
+        from hilltop.transfer import session
         from hilltop.transit.options import TransitOptions
 
         await self.get_peer_versions()
-        return await story.send_source(
+        result: str | None = await session.send(
             self._reactor, self, source, transit or TransitOptions(),
-            progress=progress or (lambda _n: None))
+            listener=session.Listener(progress=progress or (lambda _n: None)))
+        return result
 
     def receive_file(self, directory: str, *, accept: Accept = lambda _o: True,
                      transit: TransitOptions | None = None,
@@ -295,27 +296,14 @@ class Wormhole:
         same safety rules as the CLI apply: no overwriting, no names outside ``directory``,
         free space checked.
         """
-        from hilltop.transfer import story, targets
-        from hilltop.transfer.offers import FilesOffer
+        from hilltop.transfer import session
+
+        choices = session.ReceiveChoices(directory)
 
         async def go() -> str:
-            offer, peer_transit, options = await self._file_offer(accept, transit)
-            if isinstance(offer, StreamOffer):  # a pipe's bytes, length unknown: stream-v1
-                return await self._receive_stream_file(offer, peer_transit, options, directory,
-                                                       progress)
-            if isinstance(offer, FilesOffer):
-                return await self._receive_files(offer, peer_transit, options, directory,
-                                                 progress)
-            try:
-                target = targets.plan_target(offer, None, directory)
-            except HilltopError:
-                self.send_message(ErrorMsg("transfer rejected").to_wire())
-                raise
-            sink = story.open_sink(offer, target)
-            await story.receive_into(
-                self._reactor, self, peer_transit, sink, story.wire_size(offer), options,
-                progress=progress or (lambda _n: None))
-            return target
+            prepared = await self._receive(choices, accept, transit, progress)
+            assert prepared.where is not None
+            return prepared.where
 
         return _dual(go())
 
@@ -325,80 +313,43 @@ class Wormhole:
                        ) -> DualDeferred[str | None]:
         """Write an offered *file*'s bytes to ``fileobj``; fires with their SHA-256 (None from
         a hilltop sender, as for :meth:`send_file`)."""
-        from hilltop.transfer import story
+        from hilltop.transfer import session
         from hilltop.transfer.filesink import StreamSink
-        from hilltop.transfer.offers import FileOffer
+
+        choices = session.ReceiveChoices("", output="-", to_stdout=True,
+                                         single_stream_only=True)
 
         async def go() -> str | None:
-            offer, peer_transit, options = await self._file_offer(accept, transit)
-            if isinstance(offer, StreamOffer):
-                from hilltop.transfer import streaming
-                from hilltop.transfer.filesink import UNKNOWN_SIZE
-
-                trailer = await streaming.receive_stream_into(
-                    self._reactor, self, peer_transit, StreamSink(fileobj, UNKNOWN_SIZE),
-                    options, progress=progress or (lambda _n: None))
-                return trailer.sha256
-            if not isinstance(offer, FileOffer):
-                self.send_message(ErrorMsg("transfer rejected").to_wire())
-                raise LocalError("the peer offered a directory or several files, not a "
-                                 "single stream")
-            return await story.receive_into(
-                self._reactor, self, peer_transit, StreamSink(fileobj, offer.filesize),
-                offer.filesize, options, progress=progress or (lambda _n: None))
+            prepared = await self._receive(choices, accept, transit, progress,
+                                           stdout_sink=lambda size: StreamSink(fileobj, size))
+            result = prepared.result
+            return result.sha256 if isinstance(result, session.Trailer) else result
 
         return _dual(go())
 
-    async def _receive_files(self, offer: FilesOffer, peer_transit: TransitMsg,
-                             options: TransitOptions, directory: str,
-                             progress: Callable[[int], None] | None) -> str:
-        """Several files (``files-v1``) saved inside ``directory``, all or none."""
-        from hilltop.transfer import story, targets
-        from hilltop.transfer.manysink import FilesSink
-
-        try:
-            where = targets.plan_files(offer, None, directory)
-            sink = FilesSink(where, offer)
-        except HilltopError:
-            self.send_message(ErrorMsg("transfer rejected").to_wire())
-            raise
-        await story.receive_into(self._reactor, self, peer_transit, sink, offer.numbytes,
-                                 options, progress=progress or (lambda _n: None))
-        return where
-
-    async def _receive_stream_file(self, offer: StreamOffer, peer_transit: TransitMsg,
-                                   options: TransitOptions, directory: str,
-                                   progress: Callable[[int], None] | None) -> str:
-        """A stream offer saved inside ``directory`` under its offered name."""
-        from hilltop.transfer import streaming, targets
-        from hilltop.transfer.filesink import UNKNOWN_SIZE, FileSink
-
-        try:
-            target = targets.target_path(offer.name, None, directory)
-        except HilltopError:
-            self.send_message(ErrorMsg("transfer rejected").to_wire())
-            raise
-        await streaming.receive_stream_into(
-            self._reactor, self, peer_transit, FileSink(target, UNKNOWN_SIZE), options,
-            progress=progress or (lambda _n: None))
-        return target
-
-    async def _file_offer(self, accept: Accept, transit: TransitOptions | None
-                          ) -> tuple[FileOffer | DirectoryOffer | StreamOffer | FilesOffer,
-                                     TransitMsg,
-                                     TransitOptions]:
-        """(offer, the peer's transit message, our options) once an offer was accepted."""
-        from hilltop.transfer import story
-        from hilltop.transfer.offers import TextOffer
+    async def _receive(self, choices: Any, accept: Accept, transit: TransitOptions | None,
+                       progress: Callable[[int], None] | None,
+                       stdout_sink: Callable[[int], Any] | None = None) -> Any:
+        """The offer, checked by the session's rules and ``accept``, received."""
+        from hilltop.transfer import session
         from hilltop.transit.options import TransitOptions
 
         await self.get_peer_versions()
-        offer, peer_transit = await story.receive_offer(self)
-        if isinstance(offer, TextOffer) or not accept(offer):
-            self.send_message(ErrorMsg("transfer rejected").to_wire())
+        incoming = await session.receive_offer(self._reactor, self)
+        offer = incoming.offer
+        if isinstance(offer, session.TextOffer) or not accept(offer):
+            incoming.reject(LocalError("the offer was refused"))
             raise LocalError("the offer was refused")
-        assert peer_transit is not None  # receive_offer refuses a file offer without hints
-        return offer, peer_transit, transit or TransitOptions()
+        try:
+            prepared = session.prepare(offer, choices, stdout_sink=stdout_sink)
+            sink = prepared.open_sink()
+        except HilltopError as err:
+            incoming.reject(err)
+            raise
+        prepared.result = await incoming.receive(
+            sink, transit or TransitOptions(),
+            listener=session.Listener(progress=progress or (lambda _n: None)))
+        return prepared
 
     # --- close ---------------------------------------------------------------------------
     def close(self, mood: str | None = None) -> DualDeferred[str]:

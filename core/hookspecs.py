@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import pluggy
 
@@ -82,6 +82,48 @@ class TransportInfo:
     tor_note: str = ""
 
 
+class SideChannel(Protocol):
+    """Messages to the peer's transport of the same name, over the encrypted mailbox.
+
+    A message is a JSON object whose only key is ``hilltop-<name>``, encoded as UTF-8 bytes;
+    :meth:`send` refuses anything else, :meth:`receive` hands each one over as it arrived
+    (parse it as hostile input). Only hilltop peers read side channels: ask
+    :meth:`SessionServices.peer_uses` before sending. Added in hilltop 0.x, plugin api 1.
+    """
+
+    def send(self, message: bytes) -> None: ...
+
+    async def receive(self) -> bytes: ...
+
+
+class SessionServices(Protocol):
+    """What the transfer gives every transport, built-in or third-party, for one session.
+
+    * ``derive(purpose, length)``: a secret for a named purpose, from this transfer's key:
+      both peers derive the same bytes for the same purpose, unrelated bytes for another
+      (HKDF-SHA256 of the transit key with the purpose as info). The key itself is never
+      handed out.
+    * ``side_channel(name)``: a :class:`SideChannel` over the encrypted mailbox.
+    * ``peer_uses(transport)``: whether we and the peer both advertised ``transport``.
+    * ``mailbox_url``: the mailbox server this transfer met at (None if unknown).
+    * ``mailbox_local_address`` / ``seen_address``: the mailbox connection's local
+      ``(host, port)`` and where the server saw it come from (None if unknown).
+
+    Added to plugin api 1 without a version change: the field is new and optional
+    (``session.services`` is None outside a transfer, e.g. in a plugin's own tests).
+    """
+
+    mailbox_url: str | None
+    mailbox_local_address: tuple[str, int] | None
+    seen_address: tuple[str, int] | None
+
+    def derive(self, purpose: str, length: int = 32) -> bytes: ...
+
+    def side_channel(self, name: str) -> SideChannel: ...
+
+    async def peer_uses(self, transport: str) -> bool: ...
+
+
 @dataclass
 class TransitSession:
     """Everything a transport may need during one transit session; passed to every hook.
@@ -99,6 +141,9 @@ class TransitSession:
       (from ``TransitOptions.plugin_options``); built-in transports read none.
     * ``settings``: typed settings, one frozen dataclass per transport, looked up by type:
       ``session.settings.get(WebRTCSettings)`` (:mod:`hilltop.transit.settings`).
+    * ``services``: the transfer's :class:`SessionServices` (side channel, derived keys, what
+      the mailbox connection knows), the same for built-in and third-party transports; None
+      outside a transfer.
     """
 
     reactor: Any
@@ -110,6 +155,7 @@ class TransitSession:
     offer_inbound: Callable[[ByteStream], None] = lambda stream: stream.close()
     options: dict[str, Any] = field(default_factory=dict)
     settings: TransportSettings = field(default_factory=TransportSettings)
+    services: SessionServices | None = None
 
 
 @hookspec

@@ -19,7 +19,7 @@ async def main(reactor: object, relay_url: str, helper: str, code: str, path: st
     from hilltop.api import Wormhole
     from hilltop.cli.send import close_quietly
     from hilltop.rendezvous.capabilities import advertisement
-    from hilltop.transfer import story
+    from hilltop.transfer import session
     from hilltop.transfer.source import open_source
 
     listed = [f for f in features.split(",") if f]
@@ -28,10 +28,10 @@ async def main(reactor: object, relay_url: str, helper: str, code: str, path: st
     w.set_code(code)
     source = open_source(path)
     try:
-        await story.send_source(
-            reactor, w, source, story.TransitOptions(transit_helpers=[helper]),
-            on_resume=lambda offset, why: print(f"resume at {offset} {why}".rstrip(),
-                                                flush=True))
+        await session.send(
+            reactor, w, source, session.TransitOptions(transit_helpers=[helper]),
+            listener=session.Listener(on_resume=lambda offset, why: print(
+                f"resume at {offset} {why}".rstrip(), flush=True)))
         print("sent", flush=True)
     finally:
         source.close()

@@ -51,7 +51,7 @@ class BytesSource(Source):
 
 async def main(reactor, relay_url: str, helper: str, code: str, kind: str) -> None:
     from hilltop.api import Wormhole
-    from hilltop.transfer import story
+    from hilltop.transfer import session
 
     data, count = hostile_zip(kind)
     offer = DirectoryOffer("loot", len(data), 20, count)
@@ -59,9 +59,9 @@ async def main(reactor, relay_url: str, helper: str, code: str, kind: str) -> No
     w.set_code(code)
     await w.get_peer_versions()
     try:
-        await story.send_source(
+        await session.send(
             reactor, w, BytesSource(data, offer),
-            story.TransitOptions(transit_helpers=[helper]))
+            session.TransitOptions(transit_helpers=[helper]))
     finally:
         from hilltop.cli.send import close_quietly
 

@@ -45,7 +45,7 @@ def misbehave(mode: str) -> None:
 async def main(reactor: Any, relay_url: str, helper: str, code: str, mode: str) -> None:
     from hilltop.api import Wormhole
     from hilltop.cli.send import close_quietly
-    from hilltop.transfer import story
+    from hilltop.transfer import session
     from hilltop.transfer.offers import FileOffer
     from hilltop.transfer.source import FileSource
 
@@ -59,8 +59,8 @@ async def main(reactor: Any, relay_url: str, helper: str, code: str, mode: str) 
     await w.get_peer_versions()
     source = FileSource(FileOffer("payload.bin", SIZE), "payload.bin", io.BytesIO(data))
     try:
-        await story.send_source(reactor, w, source,
-                                story.TransitOptions(transit_helpers=[helper]))
+        await session.send(reactor, w, source,
+                           session.TransitOptions(transit_helpers=[helper]))
     finally:
         await close_quietly(w)
 

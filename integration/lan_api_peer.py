@@ -20,12 +20,12 @@ def main() -> None:
     from twisted.internet.defer import ensureDeferred
 
     from hilltop import api
-    from hilltop.transfer import story, targets
+    from hilltop.transfer import session
     from hilltop.transfer.source import open_source
 
     role, relay_url, code, path = sys.argv[1:5]
     # webrtc left out: on one LAN its host candidates would race (and may beat) lan
-    options = story.TransitOptions(local_addresses=[WRONG_ADDRESS],
+    options = session.TransitOptions(local_addresses=[WRONG_ADDRESS],
                                           transports=["direct-tcp", "lan", "relay"])
     status = {"rc": 1}
 
@@ -39,15 +39,13 @@ def main() -> None:
             await w.get_peer_versions()
             if role == "send":
                 with open_source(path) as source:
-                    await story.send_source(reactor, w, source, options,
-                                                   on_connected=connected)
+                    await session.send(reactor, w, source, options,
+                                       listener=session.Listener(on_connected=connected))
             else:
-                offer, peer_transit = await story.receive_offer(w)
-                target = targets.plan_target(offer, None, path)
-                sink = story.open_sink(offer, target)
-                await story.receive_into(reactor, w, peer_transit, sink,
-                                                story.wire_size(offer), options,
-                                                on_connected=connected)
+                incoming = await session.receive_offer(reactor, w)
+                prepared = session.prepare(incoming.offer, session.ReceiveChoices(path))
+                await incoming.receive(prepared.open_sink(), options,
+                                       listener=session.Listener(on_connected=connected))
             print("done", flush=True)
             status["rc"] = 0
         finally:

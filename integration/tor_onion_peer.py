@@ -25,7 +25,7 @@ from twisted.internet.task import react
 from hilltop import TransitOptions, api
 from hilltop.tor.manager import TorManager
 from hilltop.tor.settings import TorSettings, TorTransitSettings
-from hilltop.transfer import story
+from hilltop.transfer import session
 from hilltop.transfer.source import open_source
 from hilltop.transit.settings import TransportSettings
 
@@ -65,8 +65,8 @@ async def main(reactor: Any, relay_url: str, control: str, path: str) -> None:
         shared = TorTransitSettings(manager=manager)
         options = TransitOptions(tor=True, settings=TransportSettings(shared))
         with open_source(path) as source:
-            await story.send_source(reactor, w, source, options,
-                                           on_connected=connected.append)
+            await session.send(reactor, w, source, options,
+                               listener=session.Listener(on_connected=connected.append))
         current = await manager.tor.protocol.get_info("onions/current")
         detached = await manager.tor.protocol.get_info("onions/detached")
     finally:

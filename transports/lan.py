@@ -75,8 +75,13 @@ class Lan:
     @hookimpl
     def hilltop_transport_start(self, session: TransitSession) -> list[Any]:
         settings = session.settings.get(LanSettings) or LanSettings()
-        if (session.tor or session.no_listen or settings.tags is None
-                or _loopback_url(settings.mailbox_url)):
+        services = session.services
+        tags, mailbox_url = settings.tags, settings.mailbox_url
+        if services is not None:  # a transfer: the tags come from its derived keys
+            tags = tags or LanTags.from_services(services, session.role)
+            mailbox_url = mailbox_url or services.mailbox_url
+        if (session.tor or session.no_listen or tags is None
+                or _loopback_url(mailbox_url)):
             return []
         from hilltop.lan.service import lan_interfaces
 
@@ -85,7 +90,7 @@ class Lan:
         except HilltopError as err:
             log.debug("lan transport idle: %s", err)
             return []
-        self._run = _LanRun(session, settings.tags, interfaces)
+        self._run = _LanRun(session, tags, interfaces)
         self._run.start()
         return []  # nothing for the mailbox: the peer finds us by mDNS
 

@@ -23,7 +23,14 @@ from hilltop.hints import tcp_punch_v1
 from hilltop.hookspecs import TransitSession, TransportInfo, hookimpl
 from hilltop.streams import TCPStream
 from hilltop.transit import stun
-from hilltop.transit.punch import Endpoint, PunchSettings, advertised, may_punch, same_family
+from hilltop.transit.punch import (
+    Endpoint,
+    PunchSettings,
+    advertised,
+    may_punch,
+    same_family,
+    stun_endpoint,
+)
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +44,21 @@ STUN_TIMEOUT = 3.0
 def _endpoint(reactor: Any, host: str, port: int, timeout: float, origin: Endpoint) -> Any:
     kind = TCP6ClientEndpoint if ":" in host else TCP4ClientEndpoint
     return kind(SharedPortReactor(reactor), host, port, timeout=timeout, bindAddress=origin)
+
+
+
+def punch_settings(session: Any) -> PunchSettings:
+    """Where the punch dials from and what it advertises, from the session's services: the
+    mailbox connection's local address and what the server saw of it, or the STUN servers
+    configured for WebRTC (one list of STUN servers for both, from ``--stun`` or
+    ``[webrtc] stun``)."""
+    from hilltop.webrtc.settings import WebRTCSettings
+
+    services = session.services
+    webrtc = session.settings.get(WebRTCSettings) or WebRTCSettings()
+    stun = tuple(stun_endpoint(s.urls) for s in webrtc.ice_servers if s.urls.startswith("stun:"))
+    return PunchSettings(public=services.seen_address, local=services.mailbox_local_address,
+                         stun=stun)
 
 
 class _StunQuery(Protocol):
@@ -111,6 +133,8 @@ class TcpPunch:
 
     async def _start(self, session: TransitSession) -> list[tcp_punch_v1.Hint]:
         settings = session.settings.get(PunchSettings)
+        if settings is None and session.services is not None:
+            settings = punch_settings(session)
         self._origin = None
         if settings is None or settings.local is None:
             return []

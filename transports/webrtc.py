@@ -84,6 +84,13 @@ class WebRTC:
     @hookimpl
     def hilltop_transport_start(self, session: TransitSession) -> Any:
         settings = session.settings.get(WebRTCSettings)
+        if session.services is not None and (settings is None or settings.signalling is None):
+            import dataclasses
+
+            from hilltop.webrtc.channel import ServicesSignalling
+
+            settings = dataclasses.replace(settings or WebRTCSettings(),
+                                           signalling=ServicesSignalling(session.services))
         if session.tor or settings is None or settings.signalling is None:
             return []
         allowed = settings.under_no_listen(session.no_listen)

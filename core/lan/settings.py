@@ -9,6 +9,7 @@ out on the LAN in every announcement anyway, while the key also protects the rec
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from hilltop.lan import wire
 
@@ -19,6 +20,15 @@ class LanTags:
 
     ours: str
     theirs: str
+
+    @classmethod
+    def from_services(cls, services: Any, role: str) -> LanTags:
+        """The same tags as :meth:`derive`, from the session's derived keys
+        (:class:`hilltop.hookspecs.SessionServices`): the transport never sees the key."""
+        def tag(side: str) -> str:
+            return services.derive(wire.TAG_PURPOSE + side, wire.TAG_BYTES).hex()
+
+        return cls(tag(role), tag(wire.peer_role(role)))
 
     @classmethod
     def derive(cls, transit_key: bytes, role: str) -> LanTags:
@@ -33,7 +43,7 @@ class LanSettings:
 
     * ``interface``: announce, listen and look only on this interface (``--interface``);
       None means every interface with a LAN address.
-    * ``tags``: set per transfer by :func:`hilltop.transfer.story.make_runner`; without them
+    * ``tags``: set per transfer by :func:`hilltop.transfer.session.make_runner`; without them
       the transport stays quiet (there is no peer to find).
     * ``mailbox_url``: the mailbox this transfer met at; on loopback both peers are on this
       host, where direct TCP needs no discovery, so the transport stays quiet too.

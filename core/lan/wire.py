@@ -33,6 +33,8 @@ MAILBOX_PREFIX = "nameplate-"
 TRANSIT_PREFIX = "transit-"
 MAILBOX_PATH = "/v1"
 TAG_BYTES = 8
+TAG_PURPOSE = "hilltop-lan-v1 transit tag "
+"""The HKDF purpose of a side's tag, followed by its role."""
 """A transit tag is 8 bytes of HKDF output: collisions between unrelated sessions do not happen."""
 
 NAMEPLATE_RANGE = (10, 99)
@@ -70,7 +72,7 @@ def transit_tag(transit_key: bytes, role: str) -> str:
     """
     if role not in ("sender", "receiver"):
         raise ValueError(f"role must be 'sender' or 'receiver', not {role!r}")
-    info = b"hilltop-lan-v1 transit tag " + role.encode("ascii")
+    info = (TAG_PURPOSE + role).encode("ascii")
     return key.hkdf(transit_key, TAG_BYTES, info).hex()
 
 

@@ -3,5 +3,5 @@
 # The I/O shells; every other module here is pure (tests/test_layers.py). targets only
 # reads the filesystem (names, free space), but that is I/O all the same.
 IO_MODULES = frozenset({"datapath", "filesink", "foldersink", "manysink", "manysource",
-                        "partials", "source", "story",
-                        "streaming", "targets"})
+                        "partials", "pipesource", "session", "source",
+                        "targets"})

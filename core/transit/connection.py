@@ -42,7 +42,9 @@ _STASH_LIMIT = 1 << 20
 
 
 class TransitConnection:
-    """The winning transit connection: encrypted records over one byte stream.
+    """The winning transit connection: encrypted records over one byte stream; a
+    :class:`hilltop.transit.channel.Channel` with the :class:`~hilltop.transit.channel.Bulk`
+    capability.
 
     Receiving, push style: :meth:`set_record_receiver` with callbacks; pause with
     :meth:`pauseProducing` (this stops reading the socket, so TCP pushes back on the peer) and
@@ -223,6 +225,11 @@ class TransitConnection:
 
     def when_closed(self) -> defer.Deferred[None]:
         return self.stream.when_closed()
+
+    def bulk(self) -> TransitConnection:
+        """The bulk capability (:class:`hilltop.transit.channel.Bulk`): this connection
+        offers all of it, the socket lending where its stream has a plain socket."""
+        return self
 
     # internals
     def _start_consuming(self) -> None:

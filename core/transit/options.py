@@ -2,7 +2,7 @@
 
 The CLI builds these options for every command, also for a text message, which needs none of
 the transit machinery; keeping the dataclass here means that path never imports it.
-:mod:`hilltop.transfer.story` re-exports it, where library users find it.
+:mod:`hilltop.transfer.session` re-exports it, where library users find it.
 """
 
 from __future__ import annotations

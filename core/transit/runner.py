@@ -36,7 +36,7 @@ from twisted.python.failure import Failure
 from hilltop._runtime.awaitable import DualDeferred, Watch
 from hilltop.errors import TransitError
 from hilltop.hints import Hint, relay_v1
-from hilltop.hookspecs import Role, TransitSession
+from hilltop.hookspecs import Role, SessionServices, TransitSession
 from hilltop.streams import ByteStream, OnData, OnLost
 from hilltop.transit import handshake as hs
 from hilltop.transit import race as rc
@@ -120,6 +120,7 @@ class TransitRunner:
         hook_timeouts: HookTimeouts | None = None,
         on_attempt: Callable[[AttemptNote], None] | None = None,
         handshake: Callable[[str | None], Any] | None = None,
+        services: SessionServices | None = None,
     ) -> None:
         self.reactor = reactor
         # Dilation races its own L2 handshake (hilltop.dilation.l2.L2Shake) through this same
@@ -135,6 +136,7 @@ class TransitRunner:
             transit_helpers=tuple(transit_helpers), local_addresses=local_addresses,
             offer_inbound=self._offer_inbound, options=dict(options or {}),
             settings=settings if settings is not None else TransportSettings(),
+            services=services,
         )
         self.config = config or rc.RaceConfig()
         self.hook_timeouts = hook_timeouts or HookTimeouts()

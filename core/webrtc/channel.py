@@ -50,3 +50,27 @@ class MailboxSignalling:
 
     async def receive(self) -> Signal:
         return decode(await self._w.side_messages(CHANNEL).get())
+
+
+class ServicesSignalling:
+    """Signalling through the session's side channel (:class:`hilltop.hookspecs.SessionServices`),
+    the service every transport gets; :class:`MailboxSignalling` is the same over a
+    wormhole given by hand."""
+
+    def __init__(self, services: Any) -> None:
+        self._services = services
+        self._channel = services.side_channel(CHANNEL)
+        self._peer_ok: bool | None = None
+
+    async def both_speak_webrtc(self) -> bool:
+        if self._peer_ok is None:
+            self._peer_ok = bool(await self._services.peer_uses(capabilities.WEBRTC))
+        return self._peer_ok
+
+    def send(self, kind: str, sdp: str = "", wide: bool = False) -> None:
+        if not self._peer_ok:
+            raise HilltopError("webrtc signalling to a peer that did not advertise webrtc")
+        self._channel.send(encode(kind, sdp, wide))
+
+    async def receive(self) -> Signal:
+        return decode(await self._channel.receive())

@@ -45,7 +45,7 @@ class WebRTCSettings:
     * ``ice_servers``: STUN first, then TURN (``--stun``/``--turn`` or ``[webrtc]``).
     * ``relay_only``: use TURN relay candidates only (``--webrtc-relay-only``).
     * ``signalling``: the channel to the peer, set per transfer by
-      :func:`hilltop.transfer.story.make_runner`; without one the transport stays idle.
+      :func:`hilltop.transfer.session.make_runner`; without one the transport stays idle.
     * ``join_after``: seconds the transport waits, once the race dials the peer's
       ``webrtc-v1`` hint, before it imports aiortc and negotiates (:data:`JOIN_AFTER`).
     """

@@ -9,7 +9,6 @@ from __future__ import annotations
 import errno
 import gc
 import hashlib
-import json
 import os
 import threading
 import time
@@ -19,10 +18,10 @@ import pytest
 import pytest_twisted
 from twisted.internet import defer
 
-from hilltop.errors import LocalError, TransferError
+from hilltop.errors import LocalError
 from hilltop.hints import parse_hints
 from hilltop.rendezvous import capabilities
-from hilltop.transfer import datapath, filesink, story
+from hilltop.transfer import datapath, filesink, session
 from hilltop.transfer.filesink import FileSink
 from hilltop.transfer.offers import FileOffer
 from hilltop.transfer.source import FileSource
@@ -255,7 +254,7 @@ async def test_sender_closing_midway_is_reported(tmp_path: Path, inline: bool) -
 
 # --- what the two sides negotiate, and the final ack --------------------------------------------
 class FakeWormhole:
-    """Just the two things :func:`story._negotiate` reads."""
+    """Just the two things :func:`session.plan_for` reads."""
 
     def __init__(self, ours: dict, theirs: dict) -> None:
         self.app_versions = ours
@@ -281,30 +280,9 @@ BEST = (records.AES256GCM if capabilities.AES_RECORDS in capabilities.FEATURES
 ])
 @pytest_twisted.ensureDeferred
 async def test_negotiation_both_ways(ours: dict, theirs: dict, expected: tuple) -> None:
-    assert await story._negotiate(FakeWormhole(ours, theirs)) == expected
-    assert await story._negotiate(FakeWormhole(theirs, ours)) == expected
-
-
-def test_ack_carries_sha256_only_when_hashed() -> None:
-    assert json.loads(story._ack("ab" * 32)) == {"ack": "ok", "sha256": "ab" * 32}
-    assert json.loads(story._ack(None)) == {"ack": "ok"}
-    story._check_ack(story._ack(None), None)
-    story._check_ack(story._ack("ab" * 32), "ab" * 32)
-    story._check_ack(story._ack(None), "ab" * 32)  # optional, as for official
-    with pytest.raises(TransferError, match="SHA-256 mismatch"):
-        story._check_ack(story._ack("cd" * 32), "ab" * 32)
-    with pytest.raises(TransferError):
-        story._check_ack(b'{"ack": "no"}', None)
-
-
-def test_a_hostile_ack_is_shown_short_and_escaped() -> None:
-    """A receiver may answer with any record up to 64 MiB: the sender's one error line shows
-    its start, escaped (the CLI's terminal_safe comes on top)."""
-    ack = json.dumps({"ack": "\x1b[2J" + "x" * 10_000_000}).encode()
-    with pytest.raises(TransferError) as info:
-        story._check_ack(ack, None)
-    assert len(str(info.value)) < 300 and "\\x1b[2J" in str(info.value)
-    assert "\x1b" not in str(info.value)
+    for a, b in ((ours, theirs), (theirs, ours)):
+        plan = await session.plan_for(FakeWormhole(a, b), session.TransitOptions())  # type: ignore[arg-type]
+        assert (plan.record_size, plan.hashed, plan.cipher) == expected
 
 
 def test_skip_hash_only_before_data(tmp_path: Path) -> None:

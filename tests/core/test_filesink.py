@@ -804,8 +804,8 @@ def test_receiving_a_file_does_not_import_the_zip_reader(tmp_path: Path) -> None
     the folder unpacker and its zip reader are imported only for a folder."""
     probe = (
         "import sys\n"
-        "from hilltop.transfer import offers, story\n"
-        f"sink = story.open_sink(offers.FileOffer('f', 1), {str(tmp_path / 'f')!r})\n"
+        "from hilltop.transfer import offers, session\n"
+        f"sink = session.open_sink(offers.FileOffer('f', 1), {str(tmp_path / 'f')!r})\n"
         "sink.write(b'x')\n"
         "sink.finish()\n"
         "print('hilltop.transfer.zipreader' in sys.modules,"

@@ -22,8 +22,8 @@ from test_datapath import connected_pair
 from twisted.internet import defer
 
 from hilltop._runtime.awaitable import within
-from hilltop.errors import SilentPeerError, StalledError
-from hilltop.transfer import datapath, story
+from hilltop.errors import StalledError
+from hilltop.transfer import datapath
 from hilltop.transfer.filesink import FileSink
 from hilltop.transit import records
 
@@ -121,45 +121,6 @@ async def test_a_slow_but_moving_sender_is_not_a_stall(tmp_path: Path) -> None:
 
 
 @pytest_twisted.ensureDeferred
-async def test_a_receiver_that_never_acks_stalls_the_sender() -> None:
-    """The sender's wait for the final ack (a receiver frozen after the last byte)."""
-    from twisted.internet import reactor
-
-    s, r, cs, cr = await connected_pair(reactor)
-    with pytest.raises(StalledError, match="sent nothing for 0.3 s while confirming"):
-        await story.next_record(reactor, cs, 0.3, "confirming the transfer")
-    cr.send_record(b"late")  # the connection itself still works
-    assert await cs.receive_record() == b"late"
-    await cs.close()
-    await s.stop()
-    await r.stop()
-
-
-class SilentWormhole:
-    """A peer that confirmed the key and then says nothing (it closed its mailbox)."""
-
-    def __init__(self) -> None:
-        self.sent: list[bytes] = []
-
-    def get_message(self) -> defer.Deferred[bytes]:
-        return defer.Deferred()
-
-    def send_message(self, data: bytes) -> None:
-        self.sent.append(data)
-
-
-@pytest_twisted.ensureDeferred
-async def test_a_sender_that_never_offers_is_given_up_on() -> None:
-    from twisted.internet import reactor
-
-    started = time.monotonic()
-    with pytest.raises(SilentPeerError, match="said nothing for 0.3 s after the code"):
-        await story.receive_offer(SilentWormhole(), reactor=reactor,  # type: ignore[arg-type]
-                                  idle_timeout=0.3)
-    assert time.monotonic() - started < BOUND
-
-
-@pytest_twisted.ensureDeferred
 async def test_a_cancel_from_elsewhere_is_not_a_time_out() -> None:
     """Ctrl-C cancels what we wait for: that must stay a cancel (exit 130), not a stall."""
     from twisted.internet import reactor
@@ -179,7 +140,6 @@ async def test_a_stream_sender_that_sends_nothing_stalls_the_receive(path: str) 
     receiver for ever (no idle limit on the stream's receive)."""
     from twisted.internet import reactor
 
-    from hilltop.transfer import streaming
     from hilltop.transfer.filesink import UNKNOWN_SIZE, StreamSink
 
     s, r, cs, cr = await connected_pair(reactor)
@@ -187,8 +147,8 @@ async def test_a_stream_sender_that_sends_nothing_stalls_the_receive(path: str) 
         reactor_path(cs, cr)
     started = time.monotonic()
     with pytest.raises(StalledError, match="the sender sent nothing more"):
-        await streaming.receive_stream_data(reactor, cr, StreamSink(io.BytesIO(), UNKNOWN_SIZE),
-                                            lambda _n: None, idle_timeout=IDLE)
+        await datapath.receive_until_end(reactor, cr, StreamSink(io.BytesIO(), UNKNOWN_SIZE),
+                                        lambda _n: None, idle_timeout=IDLE)
     assert IDLE <= time.monotonic() - started < BOUND
     assert threads_end("hilltop-receive")
     await cs.close()
@@ -241,7 +201,7 @@ async def test_a_receiver_that_stops_reading_stalls_a_stream_send(tmp_path: Path
     """``send FIFO`` into a receiver that stopped reading: the stream's send has the limit."""
     from twisted.internet import reactor
 
-    from hilltop.transfer.streaming import StreamSource
+    from hilltop.transfer.pipesource import StreamSource
 
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
@@ -275,59 +235,3 @@ async def test_a_receiver_that_stops_reading_stalls_a_stream_send(tmp_path: Path
     await cs.abort()
     await s.stop()
     await r.stop()
-
-
-# --- the mailbox lost for good before the sender heard our answer (issue 27 item 20) -------------
-class ClosingWormhole:
-    """A wormhole whose mailbox server is given up on when the test says so."""
-
-    def __init__(self) -> None:
-        self._closed: list[defer.Deferred[str]] = []
-
-    def when_closed(self) -> defer.Deferred[str]:
-        d: defer.Deferred[str] = defer.Deferred()
-        self._closed.append(d)
-        return d
-
-    def lose_the_mailbox(self) -> None:
-        from hilltop.errors import ServerUnreachableError
-
-        for d in self._closed:
-            d.errback(ServerUnreachableError("lost the connection to the mailbox server"))
-
-
-@pytest_twisted.ensureDeferred
-async def test_a_mailbox_lost_before_the_first_byte_ends_the_wait_with_its_cause() -> None:
-    from hilltop.errors import ServerUnreachableError
-
-    w = ClosingWormhole()
-    never: defer.Deferred[None] = defer.Deferred()
-    cancelled: list[bool] = []
-    never.addErrback(lambda f: cancelled.append(bool(f.check(defer.CancelledError))) or f)
-
-    async def waiting_for_the_sender() -> None:
-        await never
-
-    waiting = defer.ensureDeferred(story.unless_mailbox_lost(
-        w, waiting_for_the_sender(), story.SenderHeard(lambda _n: None)))  # type: ignore[arg-type]
-    w.lose_the_mailbox()
-    with pytest.raises(ServerUnreachableError, match="lost the connection to the mailbox"):
-        await waiting
-    assert cancelled == [True]  # what it waited for was stopped, not left running
-
-
-@pytest_twisted.ensureDeferred
-async def test_a_mailbox_lost_once_data_flows_changes_nothing() -> None:
-    w = ClosingWormhole()
-    moved: list[int] = []
-    heard = story.SenderHeard(moved.append)
-    arrived: defer.Deferred[str] = defer.Deferred()
-
-    async def receiving() -> str:
-        heard(100)  # the sender's first bytes: it had our answer
-        return await arrived
-
-    waiting = defer.ensureDeferred(story.unless_mailbox_lost(w, receiving(), heard))  # type: ignore[arg-type]
-    w.lose_the_mailbox()
-    arrived.callback("done")
-    assert await waiting == "done" and moved == [100]

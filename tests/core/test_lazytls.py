@@ -17,7 +17,7 @@ SEND = textwrap.dedent("""
     except SystemExit as exit:
         print("exit:", exit.code)
     from hilltop.rendezvous import client# what a transfer adds
-    from hilltop.transfer import story
+    from hilltop.transfer import session
     from hilltop.transit import bulkpump, runner
     from hilltop.transports import direct_tcp, relay
     client._autobahn()

@@ -145,32 +145,3 @@ def test_garbage_transit_records_are_protocol_errors(record: bytes) -> None:
         resume.parse_proof(record)
     with pytest.raises(ProtocolError):
         resume.parse_decision(record, 250)
-
-
-class _FileLike:
-    size = 100
-
-    def prove_prefix(self, offset: int, salt: bytes) -> None:
-        raise AssertionError("not reached")
-
-
-@pytest.mark.parametrize(("negotiated", "source", "offset"), [
-    (False, _FileLike(), 50),  # the receiver asks although we never listed resume-v1
-    (True, object(), 50),  # a folder's zip has no prefix to prove
-    (True, _FileLike(), 0),
-    (True, _FileLike(), 100),  # nothing would be left to send
-    (True, _FileLike(), 1000),
-])
-def test_a_sender_refuses_a_resume_request_it_cannot_honour(negotiated: bool, source: object,
-                                                            offset: int) -> None:
-    from hilltop.transfer import story
-
-    answer = offers.Answer(offers.FILE_ACK, resume=(offset, SALT))
-    with pytest.raises(ProtocolError):
-        story._start_proof(negotiated, source, answer)  # type: ignore[arg-type]
-
-
-def test_a_sender_without_a_request_proves_nothing() -> None:
-    from hilltop.transfer import story
-
-    assert story._start_proof(True, _FileLike(), offers.Answer(offers.FILE_ACK)) is None  # type: ignore[arg-type]

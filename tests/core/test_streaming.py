@@ -15,7 +15,7 @@ from test_datapath import connected_pair
 from twisted.internet import defer
 
 from hilltop.errors import ProtocolError, TransitError, UnsendableError
-from hilltop.transfer import datapath, streaming
+from hilltop.transfer import datapath, pipesource
 from hilltop.transfer.filesink import UNKNOWN_SIZE, StreamSink
 from hilltop.transfer.streamcodec import END_MARKER, Trailer
 from hilltop.transit import bulkpump, records
@@ -65,7 +65,7 @@ async def test_a_stream_crosses_intact_and_ends_with_its_trailer(
     moved: list[int] = []
     sent, got = await defer.gatherResults([
         defer.ensureDeferred(send_stream_records(reactor, cs, chunks)),
-        defer.ensureDeferred(streaming.receive_stream_data(reactor, cr, sink, moved.append)),
+        defer.ensureDeferred(datapath.receive_until_end(reactor, cr, sink, moved.append)),
     ])
     data = b"".join(chunks)
     assert got == sent == Trailer(len(data), hashlib.sha256(data).hexdigest())
@@ -100,7 +100,7 @@ async def test_a_stream_cut_before_its_end_marker_is_incomplete(receiver_thread:
     cs.close()
     sink = StreamSink(io.BytesIO(), UNKNOWN_SIZE)
     with pytest.raises(TransitError, match="after 1010 bytes, before the end of its stream"):
-        await streaming.receive_stream_data(reactor, cr, sink, lambda _n: None)
+        await datapath.receive_until_end(reactor, cr, sink, lambda _n: None)
     await s.stop()
     await r.stop()
 
@@ -116,7 +116,7 @@ async def test_a_stream_cut_between_marker_and_trailer_is_incomplete(
     cs.send_record(END_MARKER)
     cs.close()
     with pytest.raises(TransitError, match="incomplete"):
-        await streaming.receive_stream_data(reactor, cr, StreamSink(io.BytesIO(), UNKNOWN_SIZE),
+        await datapath.receive_until_end(reactor, cr, StreamSink(io.BytesIO(), UNKNOWN_SIZE),
                                             lambda _n: None)
     await s.stop()
     await r.stop()
@@ -136,7 +136,7 @@ async def test_a_bad_end_is_a_protocol_error(tail: list[bytes], match: str,
     for record in [b"abc", END_MARKER, *tail]:
         cs.send_record(record)
     with pytest.raises(ProtocolError, match=match):
-        await streaming.receive_stream_data(reactor, cr, StreamSink(io.BytesIO(), UNKNOWN_SIZE),
+        await datapath.receive_until_end(reactor, cr, StreamSink(io.BytesIO(), UNKNOWN_SIZE),
                                             lambda _n: None)
     for c in (cs, cr):
         await c.close()
@@ -150,7 +150,7 @@ def test_stream_source_reads_a_fifo_and_counts(tmp_path) -> None:
     os.mkfifo(fifo)
     writer = threading.Thread(target=fifo.write_bytes, args=(b"abc" * 1000,))
     writer.start()
-    with streaming.StreamSource(str(fifo)) as source:
+    with pipesource.StreamSource(str(fifo)) as source:
         assert source.offer.name == "in"
         buffer = bytearray(1 << 16)
         got = b""
@@ -176,7 +176,7 @@ def test_stream_source_batches_only_what_a_pipe_has_ready(tmp_path) -> None:
 
     writer = threading.Thread(target=write)
     writer.start()
-    with streaming.StreamSource(str(fifo), "x") as source:
+    with pipesource.StreamSource(str(fifo), "x") as source:
         sealer = bulkpump.BatchSealer(source, records.RecordSealer(bytes(32)), 1024, 8192, None)
         frames, plain = sealer.next_batch()  # returns after "first": nothing more is ready
         assert plain == 5
@@ -195,7 +195,7 @@ def test_stream_source_gives_up_when_cancelled(tmp_path) -> None:
     holder.join()
     write_fd = os.open(fifo, os.O_WRONLY)  # kept open and silent
     try:
-        with streaming.StreamSource(f"/proc/self/fd/{read_fd}", "x") as source:
+        with pipesource.StreamSource(f"/proc/self/fd/{read_fd}", "x") as source:
             source.cancel()
             with pytest.raises(TransitError, match="closed while sending"):
                 source.readinto(bytearray(10))
@@ -205,9 +205,9 @@ def test_stream_source_gives_up_when_cancelled(tmp_path) -> None:
 
 
 def test_stream_source_names() -> None:
-    assert streaming.StreamSource("-").offer.name == "stdin"
-    assert streaming.StreamSource("-", "dump.sql").offer.name == "dump.sql"
+    assert pipesource.StreamSource("-").offer.name == "stdin"
+    assert pipesource.StreamSource("-", "dump.sql").offer.name == "dump.sql"
     with pytest.raises(UnsendableError, match="at most 1024"):
-        streaming.StreamSource("-", "n" * 1025)
+        pipesource.StreamSource("-", "n" * 1025)
     with pytest.raises(UnsendableError, match="not valid text"):
-        streaming.StreamSource("-", "bad\udcff")
+        pipesource.StreamSource("-", "bad\udcff")

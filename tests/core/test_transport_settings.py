@@ -115,18 +115,26 @@ def test_a_transfer_hands_the_lan_tags_never_the_transit_key(role: str) -> None:
     """The transit key also protects the records; every plugin can read session.settings."""
     from twisted.internet import reactor
 
-    from hilltop.transfer.story import make_runner
+    from hilltop.transfer.session import make_runner
 
     w = FakeWormhole()
     options = TransitOptions(settings=TransportSettings(LanSettings(interface="eth0")),
                              plugin_options={"unix-socket": {"dir": "/run/x"}})
     session = make_runner(reactor, w, role, options).session
     tk = transit_key(w.shared_key, w.appid)
-    lan = session.settings.get(LanSettings)
-    assert lan == LanSettings("eth0", LanTags.derive(tk, role), w.relay_url)
-    webrtc = session.settings.get(WebRTCSettings)
-    assert webrtc is not None and webrtc.signalling is not None
+    # since issue 28 the transfer's part comes as session.services, the same for every
+    # transport: the lan tags are derived from it, the webrtc signals go through its side
+    # channel; the user's settings are handed on as they were
+    assert session.settings.get(LanSettings) == LanSettings("eth0")
+    services = session.services
+    assert services is not None
+    assert LanTags.from_services(services, role) == LanTags.derive(tk, role)
+    assert services.mailbox_url == w.relay_url
+    assert services.side_channel("webrtc") is not None
+    assert session.settings.get(WebRTCSettings) is None  # nothing injected by the transfer
     assert session.options == {"unix-socket": {"dir": "/run/x"}}
+    assert not [name for name, value in vars(services).items()
+                if not name.startswith("_") and isinstance(value, bytes) and tk in value]
 
     def holds_key(value: object) -> bool:
         if dataclasses.is_dataclass(value) and not isinstance(value, type):

@@ -1,0 +1,638 @@
+"""The file-transfer engine: the order of messages and records of one transfer, sans-I/O.
+
+In the manner of :mod:`hilltop.rendezvous.mailbox` (and h11, aioquic): the shell
+(:mod:`hilltop.transfer.session`) feeds it what happened, with ``now``, and drains what to do
+(:meth:`TransferEngine.actions`) and when to wake it (:meth:`TransferEngine.next_deadline`,
+then :meth:`TransferEngine.handle_timer`). It reads no clock, opens no file and touches no
+socket, so every order of events is a plain test (tests/core/transfer/test_engine.py).
+
+One engine for every form of v1 file transfer, as parts of one :class:`Plan`: a single file,
+a folder (one zip), several files (``files-v1``, one manifest and one run of bytes), a stream
+of unknown length (``stream-v1``: end marker and trailer), a resumed file (``resume-v1``: proof
+of the kept prefix, then the decision) and the official peers' plain form (no extensions).
+
+The order is fixed by the official peers (protocol summary, section 4): the sender's
+``transit`` goes before its offer; the receiver answers with its own ``transit`` and
+``file_ack``; both race transit connections; the sender sends the offered bytes as records
+and the receiver replies with one record carrying the SHA-256 of what it got.
+
+Every wait for the peer that has a limit is a deadline here: the offer after the key
+(``offer_timeout``), each control record (proof, decision, ack) and, through
+:attr:`Plan.idle_timeout` handed over with :class:`StartBulk`, the bulk's own silence, which
+only the data path can measure (it alone tells a silent pipe from a peer that stopped reading).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from dataclasses import dataclass, field
+from enum import Enum, auto
+from typing import Any
+
+from hilltop._transitions import move
+from hilltop.errors import (
+    HilltopError,
+    PeerRejectedError,
+    ProtocolError,
+    SilentPeerError,
+    StalledError,
+    TransferError,
+    TransitError,
+    UnknownOfferError,
+    UnsendableError,
+)
+from hilltop.transfer import offers, resume
+from hilltop.transfer.streamcodec import END_MARKER, Trailer
+
+NOT_A_STREAM_PEER = ("the sender is streaming data of unknown length (a pipe), which only "
+                     "hilltop receivers can take")
+"""The ``error`` text a receiver without ``stream-v1`` gets."""
+REJECTED = "transfer rejected"
+"""The ``error`` text official receivers send when they refuse an offer."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What both peers' features and the offer decide for one transfer.
+
+    ``record_size``, ``hashed``, ``cipher``: the data path (:mod:`hilltop.transit.records`).
+    ``stream``: bytes of unknown length, ended by the end marker and the trailer.
+    ``resumable``: both list ``resume-v1``. ``idle_timeout``: seconds the peer may stay
+    silent while we wait for it (None: no limit).
+    """
+
+    record_size: int
+    hashed: bool
+    cipher: Any
+    v1_peer: bool = False
+    stream: bool = False
+    resumable: bool = False
+    idle_timeout: float | None = None
+
+
+# --- actions (what the shell does) ------------------------------------------------------------
+@dataclass(frozen=True)
+class SendMessage:
+    """An app message through the encrypted mailbox."""
+    data: bytes
+
+
+@dataclass(frozen=True)
+class ReadMessage:
+    """Deliver the peer's next app message (:meth:`TransferEngine.message`)."""
+
+
+@dataclass(frozen=True)
+class Connect:
+    """Race the peer's transit hints; then :meth:`TransferEngine.channel_up`."""
+    peer: offers.TransitMsg
+
+
+@dataclass(frozen=True)
+class ProvePrefix:
+    """Hash the kept prefix (on a thread): the sender its first ``offset`` bytes, the
+    receiver its kept partial; then :meth:`TransferEngine.proof_ready`."""
+    offset: int
+    salt: bytes
+
+
+@dataclass(frozen=True)
+class SendRecord:
+    """A record on the channel. ``final``: the receiver's ack; a channel already gone is
+    then only a warning (:meth:`TransferEngine.ack_unsent`)."""
+    data: bytes
+    final: bool = False
+
+
+@dataclass(frozen=True)
+class ReadRecord:
+    """Deliver the peer's next record (:meth:`TransferEngine.record`), or its loss."""
+
+
+@dataclass(frozen=True)
+class PrepareSink:
+    """Before the first byte: whether the sink hashes and may write around the page cache."""
+    skip_hash: bool
+    direct_io: bool
+
+
+@dataclass(frozen=True)
+class ResumeSinkAt:
+    """The receiver continues its kept partial at ``offset`` (0: starts over)."""
+    offset: int
+    hashed: bool
+
+
+@dataclass(frozen=True)
+class StartBulk:
+    """Move the data: the sender from ``offset`` (continuing ``hasher`` if any), the
+    receiver ``size`` bytes (None: a stream, to its trailer). Then
+    :meth:`TransferEngine.bulk_done` or :meth:`TransferEngine.failed`."""
+    offset: int
+    size: int | None
+    idle_timeout: float | None
+    hasher: Any = None
+
+
+@dataclass(frozen=True)
+class FinishSink:
+    """The receiver commits what arrived (a stream: ``length`` bytes, checked against
+    ``sha256``); then :meth:`TransferEngine.sink_done`."""
+    length: int | None = None
+    sha256: str | None = None
+
+
+# --- notices for the user ---------------------------------------------------------------
+@dataclass(frozen=True)
+class OfferArrived:
+    """The sender's offer; the session decides (:meth:`TransferEngine.accept`, ``reject``)."""
+    offer: offers.Offer
+
+
+@dataclass(frozen=True)
+class Connected:
+    description: str
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """Where the data starts (0 and why, when the kept prefixes differ)."""
+    offset: int
+    why: str
+
+
+@dataclass(frozen=True)
+class Unacknowledged:
+    """Every byte arrived, but the ack could not be sent."""
+    why: str
+
+
+@dataclass(frozen=True)
+class Done:
+    """Succeeded: the agreed SHA-256 (or None), or a stream's :class:`Trailer`."""
+    result: Any
+
+
+@dataclass(frozen=True)
+class Failed:
+    error: BaseException
+
+
+Action = (SendMessage | ReadMessage | Connect | ProvePrefix | SendRecord | ReadRecord
+          | PrepareSink | ResumeSinkAt | StartBulk | FinishSink | OfferArrived | Connected
+          | Resumed | Unacknowledged | Done | Failed)
+
+
+# --- state ----------------------------------------------------------------------------------
+class Stage(Enum):
+    OFFERING = auto()  # sender: our transit and offer sent, waiting for the answer
+    WAITING_OFFER = auto()  # receiver: reading messages until the offer
+    OFFERED = auto()  # receiver: the offer is with the session
+    CONNECTING = auto()  # racing transit (a proof may be computed meanwhile)
+    PROVING = auto()  # the kept prefix's proofs and the decision cross
+    MOVING = auto()  # the bulk runs
+    COMMITTING = auto()  # receiver: the sink commits
+    CONFIRMING = auto()  # sender: waiting for the ack
+    DONE = auto()
+    FAILED = auto()
+
+
+_TABLE: dict[tuple[Stage, str], Stage] = {
+    (Stage.OFFERING, "accepted"): Stage.CONNECTING,
+    (Stage.WAITING_OFFER, "offer"): Stage.OFFERED,
+    (Stage.OFFERED, "accept"): Stage.CONNECTING,
+    (Stage.OFFERED, "finish"): Stage.DONE,
+    (Stage.CONNECTING, "prove"): Stage.PROVING,
+    (Stage.CONNECTING, "move"): Stage.MOVING,
+    (Stage.PROVING, "move"): Stage.MOVING,
+    (Stage.MOVING, "commit"): Stage.COMMITTING,
+    (Stage.MOVING, "confirm"): Stage.CONFIRMING,
+    (Stage.MOVING, "finish"): Stage.DONE,
+    (Stage.COMMITTING, "finish"): Stage.DONE,
+    (Stage.CONFIRMING, "finish"): Stage.DONE,
+    **{(s, "fail"): Stage.FAILED for s in Stage if s not in (Stage.DONE, Stage.FAILED)},
+}
+
+
+@dataclass
+class _Wait:
+    """A record or message we wait for with a limit: what we are doing, and until when."""
+    doing: str
+    until: float | None
+
+
+@dataclass
+class TransferEngine:
+    """One transfer, one side. Build with :meth:`sender` or :meth:`receiver`."""
+
+    role: str
+    plan: Plan
+    stage: Stage
+    offer: offers.Offer | None = None
+    _actions: list[Action] = field(default_factory=list)
+    _peer_transit: offers.TransitMsg | None = None
+    _wait: _Wait | None = None
+    _offer_deadline: float | None = None
+    _size: int | None = None  # bytes on the wire (None: a stream)
+    _resume_request: tuple[int, bytes] | None = None
+    _source_resumable: bool = False
+    _description: str = ""
+    _channel_up: bool = False
+    _our_proof: Any = None
+    _their_proof: str | None = None
+    _hasher: Any = None
+    _resumed: bool = False
+    _digest: Any = None
+    _heard: bool = False
+    _offer_timeout: float = 0.0
+    _trailer: Trailer | None = None
+
+    # --- construction -------------------------------------------------------------------------
+    @classmethod
+    def sender(cls, plan: Plan, offer: offers.Offer, *, size: int | None,
+               source_resumable: bool = False) -> TransferEngine:
+        """Before the runner starts: :meth:`start_offer` once our hints are known. A stream
+        to a peer without ``stream-v1`` fails here, before a byte is read."""
+        return cls("sender", plan, Stage.OFFERING, offer, _size=size,
+                   _source_resumable=source_resumable)
+
+    @classmethod
+    def receiver(cls, plan: Plan, now: float, *, offer_timeout: float | None = None
+                 ) -> TransferEngine:
+        """Reads messages until the sender's offer; with ``offer_timeout`` a sender silent
+        that long fails with :class:`SilentPeerError` (nothing was received)."""
+        engine = cls("receiver", plan, Stage.WAITING_OFFER)
+        if offer_timeout is not None:
+            engine._offer_deadline = now + offer_timeout
+            engine._offer_timeout = offer_timeout
+        engine._actions.append(ReadMessage())
+        return engine
+
+    # --- outputs -----------------------------------------------------------------------------
+    def actions(self) -> list[Action]:
+        """What to do now, in order (taken: a second call returns only newer ones)."""
+        out, self._actions = self._actions, []
+        return out
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`handle_timer` must run next (None: nothing is timed)."""
+        if self.stage in (Stage.DONE, Stage.FAILED):
+            return None
+        if self.stage is Stage.WAITING_OFFER:
+            return self._offer_deadline
+        return self._wait.until if self._wait is not None else None
+
+    @property
+    def finished(self) -> bool:
+        return self.stage in (Stage.DONE, Stage.FAILED)
+
+    # --- inputs: both sides ------------------------------------------------------------------
+    def handle_timer(self, now: float) -> None:
+        deadline = self.next_deadline()
+        if deadline is None or now < deadline:
+            return
+        if self.stage is Stage.WAITING_OFFER:
+            self._fail(SilentPeerError(
+                f"the sender said nothing for {self._offer_timeout:g} s after the code was "
+                "confirmed: it may have given up and closed its side (nothing was received)"))
+            return
+        assert self._wait is not None
+        self._fail(StalledError(
+            f"the peer sent nothing for {self.plan.idle_timeout:g} s while "
+            f"{self._wait.doing}, with the connection still open"))
+
+    def message(self, data: bytes, now: float) -> None:
+        """The peer's next app message (after :class:`ReadMessage`)."""
+        if self.finished:
+            return
+        if self.role == "sender":
+            self._sender_message(data)
+        else:
+            self._receiver_message(data)
+
+    def message_failed(self, error: BaseException) -> None:
+        """The mailbox could not deliver a message: the wormhole ended, or refused one
+        (then the sender hears why, as official receivers answer)."""
+        if self.finished:
+            return
+        if isinstance(error, UnknownOfferError) and self.role == "receiver":
+            self._send(offers.ErrorMsg(error.reply))
+        self._fail(error)
+
+    def mailbox_lost(self, error: BaseException) -> None:
+        """The wormhole failed. Before the sender showed it heard our answer no byte will
+        come (the answer went through the mailbox), so the receiver ends with the wormhole's
+        own error instead of waiting for the race (issue 27 item 20); once data flows the
+        mailbox is not needed."""
+        if (self.role == "receiver" and not self._heard
+                and self.stage in (Stage.CONNECTING, Stage.PROVING, Stage.MOVING)):
+            self._fail(error)
+
+    def channel_up(self, description: str, now: float) -> None:
+        if self.finished:
+            return
+        self._channel_up = True
+        self._description = description
+        if self._resume_request is not None:
+            self._stage("prove")
+            if self.role == "sender":
+                self._send_proof_if_ready(now)
+            else:
+                self._expect_record("proving the file it resumes", now)
+        else:
+            self._start_bulk(0, None)
+
+    def proof_ready(self, proof: Any, now: float) -> None:
+        """Our proof of the kept prefix: the sender's :class:`resume.PrefixProof`, the
+        receiver's salted hash."""
+        if self.finished:
+            return
+        self._our_proof = proof
+        if self.role == "sender":
+            self._send_proof_if_ready(now)
+        else:
+            self._decide_resume()
+
+    def record(self, data: bytes, now: float) -> None:
+        """The peer's next record (after :class:`ReadRecord`)."""
+        if self.finished:
+            return
+        self._wait = None
+        if self.stage is Stage.CONFIRMING:
+            self._check_ack(data)
+        elif self.stage is Stage.PROVING and self.role == "sender":
+            assert self._resume_request is not None
+            try:
+                start = resume.parse_decision(data, self._resume_request[0])
+            except HilltopError as err:
+                self._fail(err)
+                return
+            if not start:
+                self._emit(Resumed(0, "the receiver's partial differs from this file"))
+                self._start_bulk(0, None)
+            else:
+                self._emit(Resumed(start, ""))
+                self._resumed = True
+                self._start_bulk(start, self._our_proof.whole)
+        elif self.stage is Stage.PROVING:
+            try:
+                self._their_proof = resume.parse_proof(data)
+            except HilltopError as err:
+                self._fail(err)
+                return
+            self._heard = True
+            self._decide_resume()
+
+    def channel_lost(self, error: BaseException) -> None:
+        """The channel failed while we waited for a record."""
+        if self.finished:
+            return
+        wait, self._wait = self._wait, None
+        if not isinstance(error, TransitError) or isinstance(error, StalledError):
+            self._fail(error)
+        elif self.stage is Stage.CONFIRMING:
+            what = "stream" if self.plan.stream else "transfer"
+            extra = "" if self.plan.stream else " (it may have refused what it got)"
+            self._fail(TransferError(
+                f"the receiver closed the connection without confirming the {what}{extra}"))
+        else:
+            doing = wait.doing if wait is not None else "transferring"
+            self._fail(TransferError(f"the peer closed the connection while {doing}"))
+
+    def moved(self) -> None:
+        """Bytes moved: the receiver knows the sender heard its answer."""
+        self._heard = True
+
+    def bulk_done(self, result: Any, now: float) -> None:
+        """The data moved: the sender's digest (or None), the receiver's stream trailer
+        (None for a sized transfer)."""
+        if self.finished:
+            return
+        if self.role == "sender":
+            self._digest = result
+            if self.plan.stream:
+                self._emit(SendRecord(END_MARKER))
+                self._emit(SendRecord(Trailer(result[0], result[1]).to_record()))
+                self._digest = result[1]
+                self._trailer = Trailer(result[0], result[1])
+            self._stage("confirm")
+            self._expect_record("confirming the stream" if self.plan.stream
+                                else "confirming the transfer", now)
+        else:
+            self._trailer = result
+            self._stage("commit")
+            if result is None:
+                self._emit(FinishSink())
+            else:
+                self._emit(FinishSink(result.length, result.sha256))
+
+    def sink_done(self, digest: str | None) -> None:
+        """The receiver's sink committed the target; ack, and the transfer succeeded."""
+        if self.finished:
+            return
+        ack: dict[str, str] = {"ack": "ok"}  # official receivers always include sha256
+        if digest is not None:
+            ack["sha256"] = digest
+        self._emit(SendRecord(json.dumps(ack).encode("utf-8"), final=True))
+        self._stage("finish")
+        self._emit(Done(self._trailer if self.plan.stream else digest))
+
+    def ack_unsent(self, why: str) -> None:
+        """The channel went before our ack: the file stands (wormhole-william 1.0.6 hangs up
+        this early sometimes), the user hears the sender may not know."""
+        self._emit(Unacknowledged(why))
+
+    def failed(self, error: BaseException) -> None:
+        """Something in the shell failed (the race, the bulk, the sink, a thread)."""
+        if not self.finished:
+            self._fail(error)
+
+    # --- inputs: the sender -----------------------------------------------------------------
+    def start_offer(self, our_transit: bytes, peer_features: frozenset[str],
+                    v1_only_peer: bool) -> None:
+        """Our ``transit`` then the offer; a stream to a peer without ``stream-v1`` is
+        refused with the reason instead (it needs the size before the first byte)."""
+        from hilltop.rendezvous import capabilities
+
+        if self.plan.stream and capabilities.STREAM not in peer_features:
+            self._send(offers.ErrorMsg(NOT_A_STREAM_PEER))
+            who = "an official or wormhole-william client" if v1_only_peer else "an older hilltop"
+            self._fail(UnsendableError(
+                f"the receiver runs {who}, which needs the size before the first byte; a pipe "
+                "has none: save the data to a file and send that file"))
+            return
+        self._emit(SendMessage(our_transit))
+        assert self.offer is not None
+        self._send(self.offer)
+        self._emit(ReadMessage())
+
+    def _sender_message(self, data: bytes) -> None:
+        try:
+            msg = offers.parse_app_message(data)
+        except ProtocolError as err:
+            self._fail(err)
+            return
+        if isinstance(msg, offers.ErrorMsg):
+            self._fail(PeerRejectedError(f"the receiver refused the transfer: {msg.text}"))
+        elif isinstance(msg, offers.TransitMsg):
+            self._peer_transit = msg
+            self._emit(ReadMessage())
+        elif isinstance(msg, offers.Answer):
+            if msg.kind != offers.FILE_ACK or not msg.ok:
+                self._fail(PeerRejectedError("the receiver did not accept the file"))
+            elif self._peer_transit is None:
+                self._fail(ProtocolError(
+                    "the receiver accepted without sending its transit hints"))
+            else:
+                self._accepted(msg)
+        else:  # unknown keys from newer peers are skipped, as official peers do
+            self._emit(ReadMessage())
+
+    def _accepted(self, answer: offers.Answer) -> None:
+        assert self._peer_transit is not None
+        if answer.resume is not None:
+            offset, salt = answer.resume
+            size = self._size or 0
+            if not (self.plan.resumable and self._source_resumable and 0 < offset < size):
+                self._fail(ProtocolError("the receiver asked to resume where it cannot"))
+                return
+            self._resume_request = answer.resume
+            self._stage("accepted")
+            self._emit(ProvePrefix(offset, salt))
+        else:
+            self._stage("accepted")
+        self._emit(Connect(self._peer_transit))
+
+    def _send_proof_if_ready(self, now: float) -> None:
+        if self._channel_up and self._our_proof is not None and self._wait is None:
+            self._emit(SendRecord(resume.proof_record(self._our_proof.proof())))
+            self._expect_record("deciding where to resume", now)
+
+    def _check_ack(self, record: bytes) -> None:
+        """The receiver's final record: ``{"ack": "ok"}``, with ``sha256`` unless both skip
+        it. Official senders treat ``sha256`` as optional and so do we; a resumed transfer
+        must carry it: it is the one check covering the kept prefix and the new bytes."""
+        try:
+            ack = json.loads(record.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            self._fail(ProtocolError("the receiver's final acknowledgement is not JSON"))
+            return
+        if not isinstance(ack, dict) or ack.get("ack") != "ok":
+            shown = repr(ack)  # the peer's words: repr escapes them; cut, a record may be 64 MiB
+            shown = shown if len(shown) <= 200 else shown[:200] + "..."
+            self._fail(TransferError(f"the receiver did not confirm the transfer: {shown}"))
+            return
+        theirs = ack.get("sha256")
+        if self._resumed and theirs is None:
+            self._fail(TransferError("the receiver did not confirm the resumed file's SHA-256"))
+            return
+        if self._digest is not None and theirs is not None and theirs != self._digest:
+            self._fail(TransferError(
+                "the receiver got different bytes than we sent (SHA-256 mismatch)"))
+            return
+        self._stage("finish")
+        self._emit(Done(self._trailer if self.plan.stream else self._digest))
+
+    # --- inputs: the receiver ----------------------------------------------------------------
+    def _receiver_message(self, data: bytes) -> None:
+        try:
+            msg = offers.parse_app_message(data)
+        except ProtocolError as err:
+            self._send(offers.ErrorMsg(getattr(err, "reply", str(err))))
+            self._fail(err)
+            return
+        if isinstance(msg, offers.ErrorMsg):
+            self._fail(PeerRejectedError(f"the sender abandoned the transfer: {msg.text}"))
+        elif isinstance(msg, offers.TransitMsg):
+            self._peer_transit = msg
+            self._emit(ReadMessage())
+        elif isinstance(msg, offers.TextOffer):
+            self._offered(msg)
+        elif isinstance(msg, offers.FileOffer | offers.DirectoryOffer | offers.StreamOffer
+                             | offers.FilesOffer):
+            if self._peer_transit is None:
+                self._send(offers.ErrorMsg(REJECTED))
+                self._fail(ProtocolError("the sender offered a file before its transit hints"))
+            else:
+                self._offered(msg)
+        else:
+            self._emit(ReadMessage())
+
+    def _offered(self, offer: offers.Offer) -> None:
+        self.offer = offer
+        self._offer_deadline = None
+        self._stage("offer")
+        self._emit(OfferArrived(offer))
+
+    @property
+    def peer_transit(self) -> offers.TransitMsg | None:
+        return self._peer_transit
+
+    def accept_text(self) -> None:
+        """A text offer was shown: ack it, as official receivers do."""
+        self._send(offers.Answer(offers.MESSAGE_ACK))
+        self._stage("finish")
+        self._emit(Done(None))
+
+    def reject(self, error: BaseException) -> None:
+        """The session or the user refused the offer: the sender hears the official words."""
+        if self.finished:
+            return
+        self._send(offers.ErrorMsg(REJECTED))
+        self._fail(error)
+
+    def accept(self, our_transit: bytes, *, size: int | None, resume_offset: int = 0,
+               salt: bytes = b"") -> None:
+        """Take the offer: ``size`` bytes on the wire (None: a stream); ``resume_offset``
+        kept bytes of a partial, proven with ``salt`` (the shell's randomness)."""
+        assert self._peer_transit is not None
+        self._size = size
+        plan = self.plan
+        self._emit(PrepareSink(skip_hash=not plan.hashed and not resume_offset,
+                               direct_io=not plan.v1_peer or plan.stream))
+        self._emit(SendMessage(our_transit))
+        request = (resume_offset, salt) if resume_offset else None
+        self._resume_request = request
+        self._send(offers.Answer(offers.FILE_ACK, resume=request))
+        self._stage("accept")
+        if request is not None:
+            self._emit(ProvePrefix(resume_offset, salt))
+        self._emit(Connect(self._peer_transit))
+
+    def _decide_resume(self) -> None:
+        if self._their_proof is None or self._our_proof is None or self.finished:
+            return
+        assert self._resume_request is not None
+        offset = self._resume_request[0]
+        start = offset if hmac.compare_digest(self._their_proof, self._our_proof) else 0
+        self._emit(ResumeSinkAt(start, self.plan.hashed))
+        self._emit(SendRecord(resume.decision_record(start)))
+        self._emit(Resumed(start, "" if start else "the partial differs from the sender's file"))
+        self._start_bulk(start, None)
+
+    # --- helpers --------------------------------------------------------------------------
+    def _start_bulk(self, offset: int, hasher: Any) -> None:
+        self._emit(Connected(self._description))
+        self._stage("move")
+        size = None if self._size is None else self._size - offset
+        self._emit(StartBulk(offset, size, self.plan.idle_timeout, hasher))
+
+    def _expect_record(self, doing: str, now: float) -> None:
+        idle = self.plan.idle_timeout
+        self._wait = _Wait(doing, None if idle is None else now + idle)
+        self._emit(ReadRecord())
+
+    def _send(self, msg: Any) -> None:
+        self._emit(SendMessage(msg.to_wire()))
+
+    def _emit(self, action: Action) -> None:
+        self._actions.append(action)
+
+    def _stage(self, event: str) -> None:
+        self.stage = move(_TABLE, self.stage, event)
+
+    def _fail(self, error: BaseException) -> None:
+        self._wait = None
+        self._stage("fail")
+        self._emit(Failed(error))

@@ -1,0 +1,214 @@
+"""The session shell over real channels: the engine's deadlines and outcomes reach the caller.
+
+Moved here from test_idle_timeouts (which tested story's helpers): the sender's wait for the
+ack, the receiver's wait for the offer, and the mailbox lost before the sender heard us.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+import pytest_twisted
+from twisted.internet import defer
+
+from hilltop.errors import SilentPeerError, StalledError
+from hilltop.hints import parse_hints
+from hilltop.transfer import engine as eng
+from hilltop.transfer import offers, session
+from hilltop.transit import records
+from hilltop.transit.connection import TransitConnection
+from hilltop.transit.plugins import load_transports
+from hilltop.transit.runner import TransitRunner
+
+TK = b"k" * 32
+IDLE = 0.3
+BOUND = 4.0
+"""Seconds within which a stall of :data:`IDLE` must be reported (a loaded CI machine)."""
+
+
+async def connected_pair(reactor: Any) -> tuple[Any, Any, TransitConnection, TransitConnection]:
+    def runner(role: str, **kw: Any) -> TransitRunner:
+        return TransitRunner(reactor, role, TK, transports=load_transports(["direct-tcp"]),
+                             local_addresses=["127.0.0.1"], **kw)
+
+    s, r = runner("sender"), runner("receiver", no_listen=True)
+    s_hints, r_hints = await s.our_hints(), await r.our_hints()
+    ws, wr = await defer.gatherResults([
+        s.connect(parse_hints([h.to_wire() for h in r_hints])),
+        r.connect(parse_hints([h.to_wire() for h in s_hints]))])
+    return (s, r, TransitConnection(ws, "sender", TK, records.SECRETBOX),
+            TransitConnection(wr, "receiver", TK, records.SECRETBOX))
+
+
+class QuietWormhole:
+    """A peer that confirmed the key (as an official client: no features) and then says
+    nothing more than the test gives it; its mailbox is lost when the test says so."""
+
+    def __init__(self, *messages: bytes) -> None:
+        self.app_versions: dict = {}
+        self.sent: list[bytes] = []
+        self._messages = list(messages)
+        self._closed: list[defer.Deferred[str]] = []
+
+    def get_peer_versions(self) -> defer.Deferred[dict]:
+        return defer.succeed({})
+
+    def get_message(self) -> defer.Deferred[bytes]:
+        if self._messages:
+            return defer.succeed(self._messages.pop(0))
+        return defer.Deferred()
+
+    def send_message(self, data: bytes) -> None:
+        self.sent.append(data)
+
+    def when_closed(self) -> defer.Deferred[str]:
+        d: defer.Deferred[str] = defer.Deferred()
+        self._closed.append(d)
+        return d
+
+    def lose_the_mailbox(self) -> None:
+        from hilltop.errors import ServerUnreachableError
+
+        for d in self._closed:
+            d.errback(ServerUnreachableError("lost the connection to the mailbox server"))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest_twisted.ensureDeferred
+async def test_a_receiver_that_never_acks_stalls_the_sender(stream: bool) -> None:
+    """The sender's wait for the final ack (a receiver frozen after the last byte): a
+    stream's sender ends after the idle time-out too, like a file's (issue 28)."""
+    from twisted.internet import reactor
+
+    s, r, cs, cr = await connected_pair(reactor)
+    plan = eng.Plan(records.BIG_RECORD_SIZE, True, records.SECRETBOX, stream=stream,
+                    idle_timeout=IDLE)
+    offer = offers.StreamOffer("x") if stream else offers.FileOffer("f", 3)
+    engine = eng.TransferEngine.sender(plan, offer, size=None if stream else 3)
+    engine.stage = eng.Stage.MOVING
+    shell = session._Shell(reactor, QuietWormhole(), engine, session.Listener())  # noqa: SLF001
+    shell.channel = cs
+    engine.bulk_done((3, "ab" * 32) if stream else "ab" * 32, reactor.seconds())
+    started = time.monotonic()
+    what = "stream" if stream else "transfer"
+    with pytest.raises(StalledError, match=f"sent nothing for 0.3 s while confirming the {what}"):
+        await shell.wait()
+    assert IDLE <= time.monotonic() - started < BOUND
+    if stream:  # the end marker and the trailer went before the wait
+        assert await cr.receive_record() == b""
+        assert await cr.receive_record()
+    await cs.when_closed()  # the shell dropped the channel of the failed transfer
+    cr.close()
+    await s.stop()
+    await r.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_sender_that_never_offers_is_given_up_on() -> None:
+    from twisted.internet import reactor
+
+    started = time.monotonic()
+    with pytest.raises(SilentPeerError, match="said nothing for 0.3 s after the code"):
+        await session.receive_offer(reactor, QuietWormhole(),  # type: ignore[arg-type]
+                                    idle_timeout=IDLE)
+    assert time.monotonic() - started < BOUND
+
+
+class _Sink:
+    aborted = False
+
+    def skip_hash(self) -> None:
+        pass
+
+    def without_direct_io(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+class _Runner:
+    class transports:  # noqa: N801 - the attribute the transit message reads
+        loaded: list = []
+
+    async def our_hints(self) -> list:
+        return []
+
+    async def stop(self) -> None:
+        pass
+
+
+def offered() -> QuietWormhole:
+    transit = offers.TransitMsg(({"type": "direct-tcp-v1"},), ()).to_wire()
+    return QuietWormhole(transit, offers.FileOffer("f", 10).to_wire())
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_mailbox_lost_before_the_first_byte_ends_the_wait_with_its_cause(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from twisted.internet import reactor
+
+    from hilltop.errors import ServerUnreachableError
+
+    never: defer.Deferred[Any] = defer.Deferred()
+    cancelled: list[bool] = []
+    never.addErrback(lambda f: cancelled.append(bool(f.check(defer.CancelledError))) or f)
+    monkeypatch.setattr(session, "make_runner", lambda *_a: _Runner())
+    monkeypatch.setattr(session, "connect_channel", lambda *_a: never)
+    w = offered()
+    incoming = await session.receive_offer(reactor, w)  # type: ignore[arg-type]
+    sink = _Sink()
+    waiting = defer.ensureDeferred(incoming.receive(sink, session.TransitOptions()))  # type: ignore[arg-type]
+    await defer.succeed(None)
+    w.lose_the_mailbox()
+    with pytest.raises(ServerUnreachableError, match="lost the connection to the mailbox"):
+        await waiting
+    assert cancelled == [True]  # what it waited for was stopped, not left running
+    assert sink.aborted
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_mailbox_lost_once_data_flows_changes_nothing() -> None:
+    """Once the sender's first bytes came, losing the mailbox changes nothing (the engine
+    alone: tests/core/transfer/test_engine.py has the same with the pair)."""
+    from twisted.internet import reactor
+
+    w = offered()
+    incoming = await session.receive_offer(reactor, w)  # type: ignore[arg-type]
+    engine = incoming._shell.engine  # noqa: SLF001
+    engine.accept(b"{}", size=10)
+    engine.actions()
+    moved: list[int] = []
+    shell = incoming._shell  # noqa: SLF001
+    shell.listener = session.Listener(progress=moved.append)
+    shell._moved(100)  # noqa: SLF001 - the sender's first bytes: it had our answer
+    engine.mailbox_lost(RuntimeError("mailbox gone"))
+    assert not engine.finished and engine.actions() == [] and moved == [100]
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_refusal_goes_out_before_what_the_caller_does_next() -> None:
+    """The caller's code after ``receive_offer`` runs once the engine's outputs went out:
+    a refusal followed at once by closing the wormhole reached the sender after the close
+    (seen against official 0.24: the sender waited for ever for "transfer rejected")."""
+    from twisted.internet import reactor
+
+    from hilltop.errors import RejectedError
+
+    w = offered()
+    arriving: defer.Deferred[bytes] = defer.Deferred()
+    w.get_message = lambda: arriving  # type: ignore[method-assign]
+
+    async def receiver() -> None:
+        incoming = await session.receive_offer(reactor, w)  # type: ignore[arg-type]
+        incoming.reject(RejectedError("refusing to overwrite"))
+        w.sent.append(b"close")  # what the CLI does next
+
+    done = defer.ensureDeferred(receiver())
+    transit = offers.TransitMsg(({"type": "direct-tcp-v1"},), ()).to_wire()
+    w.get_message = lambda: defer.succeed(offers.FileOffer("f", 10).to_wire())  # type: ignore[method-assign]
+    arriving.callback(transit)  # the offer comes later, from the mailbox
+    await done
+    assert w.sent[-2:] == [offers.ErrorMsg("transfer rejected").to_wire(), b"close"]
