@@ -460,32 +460,29 @@ class DilatedWormhole:
 
 def runner_factory(reactor: Any, w: Any, options: Any) -> Callable[[bool, bytes, str], Any]:
     """How each generation's race is built: the transports and settings a file transfer of
-    this wormhole would use (``hilltop.transfer.story.make_runner``), keyed by the Dilation key
-    and running :class:`~hilltop.dilation.l2.L2Shake`. WebRTC is left out: its signalling
-    is per transfer (docs/dilation.md)."""
+    this wormhole would use (``hilltop.transfer.session.make_runner``), with the session's
+    services keyed by the Dilation key, running :class:`~hilltop.dilation.l2.L2Shake`. WebRTC
+    is left out: its signalling is per transfer (docs/dilation.md)."""
     from hilltop.hints import parse_transit_helper
-    from hilltop.lan.settings import LanSettings, LanTags
-    from hilltop.transfer.story import punch_settings
     from hilltop.transit.plugins import load_configured
     from hilltop.transit.runner import TransitRunner
+    from hilltop.transit.services import WormholeServices
 
     def make(leader: bool, key: bytes, side: str) -> TransitRunner:
         role = "sender" if leader else "receiver"
         transports = load_configured(list(options.transports) if options.transports else None,
                                      no_plugins=options.no_plugins)
         transports = transports.select([n for n in transports.names() if n != "webrtc"])
-        settings = options.settings.updated(LanSettings, tags=LanTags.derive(key, role),
-                                            mailbox_url=getattr(w, "relay_url", None))
-        settings = settings.with_(punch_settings(w, options))
         return TransitRunner(
             reactor, role, key,  # type: ignore[arg-type]
             transports=transports,
             transit_helpers=[parse_transit_helper(h) for h in options.transit_helpers if h],
             no_listen=options.no_listen, tor=options.tor,
-            local_addresses=options.local_addresses, settings=settings,
+            local_addresses=options.local_addresses, settings=options.settings,
             options=dict(options.plugin_options), on_attempt=options.on_attempt,
             relay_side16=side,
             handshake=lambda side16: l2.L2Shake(leader, key, side16),
+            services=WormholeServices(w, key),
         )
 
     return make
