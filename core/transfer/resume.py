@@ -146,13 +146,13 @@ class PrefixProof:
     byte is hashed once on each side."""
 
     def __init__(self, salt: bytes) -> None:
-        self.whole: Any = hashlib.sha256(salt)
+        self.whole = hashlib.sha256(salt)
 
     def update(self, data: bytes | memoryview) -> None:
         self.whole.update(data)
 
     def proof(self) -> str:
-        return str(self.whole.copy().hexdigest())
+        return self.whole.copy().hexdigest()
 
 
 # --- the answer's request and the two transit records ---------------------------------------
