@@ -128,13 +128,13 @@ def _reflexive_host(session: TransitSession, settings: WebRTCSettings) -> str | 
     """Our public IPv4 address as the mailbox server saw it, for a server-reflexive candidate
     (:mod:`hilltop.webrtc.reflexive`) when no STUN server is configured; never under
     ``--no-listen`` (TURN only) or ``--tor`` (no webrtc at all)."""
-    from hilltop.transit.punch import PunchSettings, advertised
+    from hilltop.transit.punch import advertised
 
-    punch = session.settings.get(PunchSettings)
-    if (punch is None or settings.relay_only or session.no_listen
+    services = session.services
+    if (services is None or settings.relay_only or session.no_listen
             or any(s.urls.startswith("stun:") for s in settings.ice_servers)):
         return None
-    public = advertised(punch.public)
+    public = advertised(services.seen_address)
     return public[0] if public is not None else None
 
 
