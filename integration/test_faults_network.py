@@ -176,9 +176,13 @@ def test_receiver_frozen_mid_transfer_is_a_stall(peers: Peers, own_relay: OwnRel
     finally:
         cont(r)
     # the buffers on the way may hold the rest of the file: then the wait is for the ack
-    assert ("the receiver stopped taking data" in sent.stderr
-            or f"sent nothing for {IDLE:g} s while confirming the transfer" in sent.stderr), \
-        sent.describe()
+    all_sent = f"sent nothing for {IDLE:g} s while confirming the transfer" in sent.stderr
+    assert all_sent or "the receiver stopped taking data" in sent.stderr, sent.describe()
+    if all_sent and r.finish(BOUND).returncode == 0:
+        # every byte had left the sender, so the thawed receiver may read the rest from the
+        # relay's buffers and finish (seen once in CI): then it must hold the whole file
+        assert digest(dest / src.name) == digest(src)
+        return
     ends_cleanly(r, BOUND, "ERROR:")
     assert nothing_visible(dest) == []
 
