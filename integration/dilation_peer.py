@@ -5,7 +5,8 @@
 
 Same behaviour and output lines as the official script. With ``HILLTOP_DROP_AFTER=N`` the
 ``open`` side drops its L2 connection once N bytes came back (a reconnect mid-stream), and
-prints ``generations G`` at the end.
+prints ``generations G`` at the end. ``HILLTOP_TRANSPORTS=a,b`` races only those transports
+for L2 connections; each generation's winner is printed as ``dilation: connected: WHAT``.
 """
 
 from __future__ import annotations
@@ -75,9 +76,12 @@ async def main(reactor: Any, url: str, code: str, mode: str, *rest: str) -> None
     w = Wormhole(APPID, url, reactor=reactor, dilation=True)
     w.set_code(code)
     helpers = [r for r in rest if r.startswith("tcp:")]
-    dilated = w.dilate(transit=TransitOptions(transit_helpers=helpers))
+    only = os.environ.get("HILLTOP_TRANSPORTS")
+    dilated = w.dilate(transit=TransitOptions(
+        transit_helpers=helpers, transports=only.split(",") if only else None))
     done: defer.Deferred[None] = defer.Deferred()
     dilator = await dilated.dilator()
+    dilator.on_status = lambda text: print(f"dilation: {text}", flush=True)
     if mode == "listen":
         f: Any = Factory.forProtocol(Echo)
         f.done = done
