@@ -52,6 +52,13 @@ class Splice(Protocol):
 
     def join(self, other: Splice) -> None:
         self.other, other.other = other, self
+        # each end's transport paces the other's reading: a local reader that stops reading
+        # pauses the subchannel, which pauses reading the L2 connection (and the other way
+        # round, the peer's slow acks pause our local socket), so nothing buffers without end
+        for consumer, producer in ((self, other), (other, self)):
+            sink: Any = consumer.transport  # a TCP or subchannel transport: both are IConsumers
+            if sink is not None and producer.transport is not None:
+                sink.registerProducer(producer.transport, True)
         for side in (self, other):
             queued, side.queued = side.queued, []
             for data in queued:

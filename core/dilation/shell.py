@@ -94,14 +94,16 @@ class SubchannelTransport:
     def unregisterProducer(self) -> None:
         self.producer = None
 
-    # inbound flow control is not implemented (docs/dilation.md): reading never pauses
+    # inbound flow control (IPushProducer, as official's subchannel): a consumer that cannot
+    # keep up pauses reading the L2 connection itself (L3.pause), not just this subchannel
     def pauseProducing(self) -> None:
-        pass
+        self._d.pause_reading(self.scid)
 
     def resumeProducing(self) -> None:
-        pass
+        self._d.resume_reading(self.scid)
 
     def stopProducing(self) -> None:
+        self._d.resume_reading(self.scid)
         self.loseConnection()
 
 
@@ -134,6 +136,7 @@ class Dilator:
         self.description = ""
         self.on_status: Callable[[str], None] | None = None
         self._paused = False
+        self._reading = False  # whether the current stream is being read
         self._act()
 
     # -- from the wormhole -----------------------------------------------------------------------
@@ -226,7 +229,8 @@ class Dilator:
         self.description = won.description
         self.generation_count += 1
         won.hand_over(lambda data: self._data(stream, data), lambda why: self._lost(stream, why))
-        stream.resume_reading()
+        self._reading = self.l3.reading_paused  # the opposite of what we want: apply it
+        self._apply_reading()  # read it at once, unless a subchannel's consumer is full
         self.gens.connected()
         self.l3.connection_made(self._now())
         self._status(f"connected: {won.description}")
@@ -275,6 +279,31 @@ class Dilator:
             self._event(event)
         self._arm_timer()
         self.check_pressure()
+        self._apply_reading()
+
+    # -- inbound flow control ----------------------------------------------------------------------
+    def pause_reading(self, scid: int) -> None:
+        if self.l3 is not None:
+            self.l3.pause(scid)
+            self._apply_reading()
+
+    def resume_reading(self, scid: int) -> None:
+        if self.l3 is not None:
+            self.l3.resume(scid)
+            self._apply_reading()
+
+    def _apply_reading(self) -> None:
+        """Read the L2 connection exactly while no subchannel's consumer is paused."""
+        stream = self._stream
+        if stream is None or self.l3 is None:
+            return
+        want = not self.l3.reading_paused
+        if want != self._reading:
+            self._reading = want
+            if want:
+                stream.resume_reading()
+            else:
+                stream.pause_reading()
 
     def check_pressure(self) -> None:
         if self.l3 is None:
