@@ -7,6 +7,8 @@ Same behaviour and output lines as the official script. With ``HILLTOP_DROP_AFTE
 ``open`` side drops its L2 connection once N bytes came back (a reconnect mid-stream), and
 prints ``generations G`` at the end. ``HILLTOP_TRANSPORTS=a,b`` races only those transports
 for L2 connections; each generation's winner is printed as ``dilation: connected: WHAT``.
+``HILLTOP_TOR_CONTROL=ENDPOINT`` puts the mailbox and every L2 connection through that Tor
+(as ``--tor-control-port``).
 """
 
 from __future__ import annotations
@@ -73,12 +75,22 @@ class Client(Protocol):
 
 
 async def main(reactor: Any, url: str, code: str, mode: str, *rest: str) -> None:
-    w = Wormhole(APPID, url, reactor=reactor, dilation=True)
-    w.set_code(code)
     helpers = [r for r in rest if r.startswith("tcp:")]
     only = os.environ.get("HILLTOP_TRANSPORTS")
-    dilated = w.dilate(transit=TransitOptions(
-        transit_helpers=helpers, transports=only.split(",") if only else None))
+    options = TransitOptions(transit_helpers=helpers,
+                             transports=only.split(",") if only else None)
+    extra: dict[str, Any] = {}
+    manager: Any = None
+    if os.environ.get("HILLTOP_TOR_CONTROL"):
+        from hilltop.cli.tor import start_tor
+        from hilltop.tor.settings import TorSettings
+
+        manager, options = await start_tor(
+            reactor, TorSettings(control_port=os.environ["HILLTOP_TOR_CONTROL"]), options)
+        extra["endpoint_factory"] = manager.endpoint_factory
+    w = Wormhole(APPID, url, reactor=reactor, dilation=True, **extra)
+    w.set_code(code)
+    dilated = w.dilate(transit=options)
     done: defer.Deferred[None] = defer.Deferred()
     dilator = await dilated.dilator()
     dilator.on_status = lambda text: print(f"dilation: {text}", flush=True)
@@ -98,6 +110,8 @@ async def main(reactor: Any, url: str, code: str, mode: str, *rest: str) -> None
     print(f"generations {dilator.generation_count}", flush=True)
     await task.deferLater(reactor, 0.5, lambda: None)
     await w.close()
+    if manager is not None:
+        await manager.close()
 
 
 if __name__ == "__main__":
