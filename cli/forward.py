@@ -19,7 +19,8 @@ from twisted.internet.protocol import Factory, Protocol
 
 from hilltop import api
 from hilltop.cli.common import GlobalOptions, run
-from hilltop.cli.transitopts import transit_flags, transit_options, watch_mailbox
+from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
+from hilltop.cli.transitopts import app_versions, transit_flags, transit_options, watch_mailbox
 from hilltop.dilation import fowl
 from hilltop.errors import LocalError, ProtocolError
 
@@ -51,6 +52,13 @@ class Splice(Protocol):
 
     def join(self, other: Splice) -> None:
         self.other, other.other = other, self
+        # each end's transport paces the other's reading: a local reader that stops reading
+        # pauses the subchannel, which pauses reading the L2 connection (and the other way
+        # round, the peer's slow acks pause our local socket), so nothing buffers without end
+        for consumer, producer in ((self, other), (other, self)):
+            sink: Any = consumer.transport  # a TCP or subchannel transport: both are IConsumers
+            if sink is not None and producer.transport is not None:
+                sink.registerProducer(producer.transport, True)
         for side in (self, other):
             queued, side.queued = side.queued, []
             for data in queued:
@@ -243,6 +251,7 @@ class Forwarder:
 @click.option("-c", "--code-length", default=2, show_default=True, metavar="NUMWORDS",
               type=click.IntRange(1, 32), help="number of words in the code")
 @transit_flags
+@tor_flags
 @click.pass_context
 def forward(ctx: click.Context, code: str | None, services: tuple[str, ...],
             clients: tuple[str, ...], code_length: int, listen: bool,
@@ -263,16 +272,32 @@ def forward(ctx: click.Context, code: str | None, services: tuple[str, ...],
     if not service_ports and not client_ports:
         raise LocalError("nothing to forward: give --service NAME:PORT or --client NAME")
     options = transit_options(opts.transit_helpers, listen, transports)
+    tor = tor_chosen()
 
     async def main(reactor: Any) -> int:
+        manager, chosen = None, options
+        extra_args: dict[str, Any] = {}
+        if tor is not None:  # the mailbox and every L2 connection through Tor
+            manager, chosen = await start_tor(reactor, tor, options)
+            extra_args["endpoint_factory"] = manager.endpoint_factory
+        # fowl's advertisement, and ours so that two hilltop peers may use webrtc (fowl and
+        # official read only their own key)
         w = api.Wormhole(appid, opts.relay_url, reactor=reactor, dilation=True,
-                         app_versions=dict(fowl.APP_VERSIONS))
+                         app_versions={**app_versions(chosen), **fowl.APP_VERSIONS},
+                         **extra_args)
+        try:
+            return await forward_over(reactor, w, chosen)
+        finally:
+            if manager is not None:
+                await manager.close()
+
+    async def forward_over(reactor: Any, w: api.Wormhole, chosen: Any) -> int:
         watch_mailbox(w)
         if code:
             w.set_code(code)
         else:
             say(f"Wormhole code is: {await w.allocate_code(code_length)}")
-        dilated = w.dilate(transit=options)
+        dilated = w.dilate(transit=chosen)
         fw = Forwarder(reactor, dilated, service_ports, client_ports)
         dilator = await dilated.dilator()
         dilator.on_status = lambda text: say(f"dilation: {text}")

@@ -108,6 +108,9 @@ class SessionServices(Protocol):
     * ``mailbox_url``: the mailbox server this transfer met at (None if unknown).
     * ``mailbox_local_address`` / ``seen_address``: the mailbox connection's local
       ``(host, port)`` and where the server saw it come from (None if unknown).
+    * ``generation``: None for a file transfer; for the race of a Dilation generation its
+      number (0, 1, ...), whose side channels are scoped to it
+      (:mod:`hilltop.dilation.services`), so a plugin needs no change to carry Dilation.
 
     Added to plugin api 1 without a version change: the field is new and optional
     (``session.services`` is None outside a transfer, e.g. in a plugin's own tests).
@@ -116,6 +119,7 @@ class SessionServices(Protocol):
     mailbox_url: str | None
     mailbox_local_address: tuple[str, int] | None
     seen_address: tuple[str, int] | None
+    generation: int | None
 
     def derive(self, purpose: str, length: int = 32) -> bytes: ...
 

@@ -5,7 +5,12 @@
 
 Same behaviour and output lines as the official script. With ``HILLTOP_DROP_AFTER=N`` the
 ``open`` side drops its L2 connection once N bytes came back (a reconnect mid-stream), and
-prints ``generations G`` at the end.
+prints ``generations G`` at the end. ``HILLTOP_TRANSPORTS=a,b`` races only those transports
+for L2 connections; each generation's winner is printed as ``dilation: connected: WHAT``.
+``HILLTOP_TOR_CONTROL=ENDPOINT`` puts the mailbox and every L2 connection through that Tor
+(as ``--tor-control-port``). ``HILLTOP_PAUSE_AT=N``: the ``open`` side pauses its subchannel
+(``pauseProducing``, a consumer that stopped reading) for 2 s once N bytes came back, then
+prints ``paused at N, M more bytes while paused``.
 """
 
 from __future__ import annotations
@@ -58,6 +63,11 @@ class Client(Protocol):
     def dataReceived(self, data: bytes) -> None:
         self.got += data
         f: Any = self.factory
+        if f.pause_at and not f.paused_at and len(self.got) >= f.pause_at:
+            f.paused_at = len(self.got)
+            assert self.transport is not None
+            self.transport.pauseProducing()  # type: ignore[attr-defined]
+            task.deferLater(f.reactor, 2.0, self._resume).addErrback(print)
         if f.drop_after and not self.dropped and len(self.got) >= f.drop_after:
             self.dropped = True
             print(f"dropping the L2 connection at {len(self.got)}", flush=True)
@@ -67,17 +77,37 @@ class Client(Protocol):
             assert self.transport is not None
             self.transport.loseConnection()
 
+    def _resume(self) -> None:
+        f: Any = self.factory
+        print(f"paused at {f.paused_at}, {len(self.got) - f.paused_at} more bytes while paused",
+              flush=True)
+        assert self.transport is not None
+        self.transport.resumeProducing()  # type: ignore[attr-defined]
+
     def connectionLost(self, reason: Any = None) -> None:
         self.factory.done.callback(None)  # type: ignore[attr-defined]
 
 
 async def main(reactor: Any, url: str, code: str, mode: str, *rest: str) -> None:
-    w = Wormhole(APPID, url, reactor=reactor, dilation=True)
-    w.set_code(code)
     helpers = [r for r in rest if r.startswith("tcp:")]
-    dilated = w.dilate(transit=TransitOptions(transit_helpers=helpers))
+    only = os.environ.get("HILLTOP_TRANSPORTS")
+    options = TransitOptions(transit_helpers=helpers,
+                             transports=only.split(",") if only else None)
+    extra: dict[str, Any] = {}
+    manager: Any = None
+    if os.environ.get("HILLTOP_TOR_CONTROL"):
+        from hilltop.cli.tor import start_tor
+        from hilltop.tor.settings import TorSettings
+
+        manager, options = await start_tor(
+            reactor, TorSettings(control_port=os.environ["HILLTOP_TOR_CONTROL"]), options)
+        extra["endpoint_factory"] = manager.endpoint_factory
+    w = Wormhole(APPID, url, reactor=reactor, dilation=True, **extra)
+    w.set_code(code)
+    dilated = w.dilate(transit=options)
     done: defer.Deferred[None] = defer.Deferred()
     dilator = await dilated.dilator()
+    dilator.on_status = lambda text: print(f"dilation: {text}", flush=True)
     if mode == "listen":
         f: Any = Factory.forProtocol(Echo)
         f.done = done
@@ -87,6 +117,8 @@ async def main(reactor: Any, url: str, code: str, mode: str, *rest: str) -> None
         f.done = done
         f.data = payload(int(rest[0]))
         f.drop_after = int(os.environ.get("HILLTOP_DROP_AFTER", "0"))
+        f.pause_at = int(os.environ.get("HILLTOP_PAUSE_AT", "0"))
+        f.paused_at, f.reactor = 0, reactor
         f.dilator = dilator
         await dilated.when_dilated()
         await dilated.connector_for("echo").connect(f)
@@ -94,6 +126,8 @@ async def main(reactor: Any, url: str, code: str, mode: str, *rest: str) -> None
     print(f"generations {dilator.generation_count}", flush=True)
     await task.deferLater(reactor, 0.5, lambda: None)
     await w.close()
+    if manager is not None:
+        await manager.close()
 
 
 if __name__ == "__main__":

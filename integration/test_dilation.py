@@ -89,3 +89,23 @@ def test_reconnect_mid_stream_with_official_loses_nothing(
     echoed = line(opened, "echoed ").split()
     assert echoed[1] == str(SIZE)
     assert line(served, "served ").split()[1:] == echoed[1:]
+
+
+@pytest.mark.interop
+def test_a_paused_hilltop_reader_holds_back_official(
+        peers_venv: Path, mailbox_url: str, fresh_code: str) -> None:
+    """Inbound flow control against official: hilltop's consumer of the echo pauses for 2 s a
+    third of the way; hilltop stops reading L2 (only what one read held still arrives), the
+    official echo backs up, and after the pause every byte comes back, identical."""
+    official = official_python(peers_venv)
+    listener = start(official, "official_dilation_peer.py", mailbox_url, fresh_code, "listen")
+    opener = start(sys.executable, "dilation_peer.py", mailbox_url, fresh_code, "open", str(SIZE),
+                   env={"HILLTOP_PAUSE_AT": str(SIZE // 3)})
+    opened = finish(opener)
+    served = finish(listener)
+    paused = line(opened, "paused at ").split()
+    print(" ".join(paused))
+    assert int(paused[3]) <= 256 * 1024, paused  # one L2 read's worth, not the rest
+    echoed = line(opened, "echoed ").split()
+    assert echoed[1] == str(SIZE)
+    assert line(served, "served ").split()[1:] == echoed[1:]

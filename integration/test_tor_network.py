@@ -420,3 +420,29 @@ def test_no_leaks(peers, tor_world: TorWorld, tmp_path: Path) -> None:
         assert rport in tor_ports or lport in listening, \
             f"connection {lip}:{lport} -> {rip}:{rport} is not to Tor: {seen}"
         assert rport not in (w.mailbox_port, w.relay_port, bait_port)
+
+
+def test_dilated_channel_over_onion(tor_world: TorWorld, fresh_code: str) -> None:
+    """Dilation under Tor: the mailbox and every L2 connection through Tor (no relay to dial,
+    so an onion service carries it), 1 MB echoed with SHA-256 both ways; hilltop both ends
+    (official dials only direct and relay hints for L2). ~11 s beside the shared network."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_dilation import finish, line, start
+
+    w = tor_world
+    size = 1_000_000
+    listener = start(sys.executable, "dilation_peer.py", w.relay_url, fresh_code, "listen",
+                     env={"HILLTOP_TOR_CONTROL": w.receiver.control_endpoint})
+    opener = start(sys.executable, "dilation_peer.py", w.relay_url, fresh_code, "open",
+                   str(size), env={"HILLTOP_TOR_CONTROL": w.sender.control_endpoint})
+    opened = finish(opener, 150)
+    served = finish(listener, 60)
+    for out in (opened, served):
+        used = [ln for ln in out.splitlines() if ln.startswith("dilation: connected: ")]
+        assert used, out
+        for u in used:  # an onion dial, or the peer's dial of our onion service
+            assert "tor " in u and "tor-relay" not in u, out
+            assert ".onion" in u or "(inbound)" in u, out
+    echoed = line(opened, "echoed ").split()
+    assert echoed[1] == str(size)
+    assert line(served, "served ").split()[1:] == echoed[1:]

@@ -9,6 +9,9 @@ Pure (events in, actions out, ``now`` passed in). Two halves, as official 0.24's
   below the highest number already seen is acked again and dropped. Subchannel ids are odd for
   the leader and even for the follower. The leader pings; two ping intervals without a pong
   drop the connection, which starts a new generation. CLOSE goes both ways (no half-close).
+  Inbound flow control is official's: one subchannel whose consumer is paused pauses reading
+  the whole L2 connection (:attr:`L3.reading_paused`; the peer's writes then back up into its
+  own flow control), until every paused subchannel has resumed or closed.
 * :class:`Generations` owns the mailbox side: ``please`` picks the leader, each generation
   gathers ``connection-hints``, and after a loss the leader sends ``reconnect`` and waits for
   the follower's ``reconnecting`` before it races again (hints from before it are stale).
@@ -93,6 +96,7 @@ class L3:
         self._ping_counter = 0
         self._ping_due: float | None = None
         self._last_pong: float | None = None
+        self._paused: set[int] = set()  # subchannels whose consumer asked us to stop
 
     # -- outputs ----------------------------------------------------------------------------------
     def records_to_send(self) -> list[r.Record]:
@@ -108,6 +112,22 @@ class L3:
 
     def is_open(self, scid: int) -> bool:
         return self._subs.get(scid) is Sub.OPEN
+
+    @property
+    def reading_paused(self) -> bool:
+        """Whether the L2 connection must not be read now (a subchannel's consumer is full).
+        Also true of a new connection, before its first byte, while the pause lasts."""
+        return bool(self._paused)
+
+    # -- inbound flow control ----------------------------------------------------------------------
+    def pause(self, scid: int) -> None:
+        """The consumer of subchannel ``scid`` can take no more for now."""
+        if scid in self._subs:
+            self._paused.add(scid)
+
+    def resume(self, scid: int) -> None:
+        """The consumer of ``scid`` takes data again (or stopped wanting any at all)."""
+        self._paused.discard(scid)
 
     # -- local inputs -----------------------------------------------------------------------------
     def open(self, subprotocol: str) -> int:
@@ -129,6 +149,7 @@ class L3:
         if self._subs.get(scid) is not Sub.OPEN:
             return
         self._subs[scid] = move(SUB_MOVES, Sub.OPEN, "local close")
+        self._paused.discard(scid)  # its consumer is gone: what still comes is dropped
         self._queue(r.Close(self._seq(), scid))
 
     def connection_made(self, now: float) -> None:
@@ -149,6 +170,8 @@ class L3:
         if now < self._ping_due:
             return
         assert self._last_pong is not None
+        if self._paused:  # we are not reading: the pongs wait in the connection, unseen
+            self._last_pong = now
         if now - self._last_pong >= 2 * self.ping_interval:
             self._events.append(DropConnection(
                 f"no pong for {now - self._last_pong:.0f} s"))
@@ -196,6 +219,7 @@ class L3:
                 if state in (Sub.OPEN, Sub.CLOSING):
                     self._subs[scid] = move(SUB_MOVES, state, "remote close")
                     del self._subs[scid]
+                    self._paused.discard(scid)  # a closed consumer holds nobody up
                     self._events.append(Closed(scid))
 
     def refuse(self, scid: int) -> None:

@@ -2,8 +2,9 @@
 
 Each generation is one :class:`hilltop.transit.runner.TransitRunner` race with the Dilation
 handshake (:class:`hilltop.dilation.l2.L2Shake`) in place of the transit one, so every
-transport hilltop races for a file transfer (direct TCP, relays, punch, Tor, LAN, plugins)
-also carries L2 connections. Subchannels are Twisted transports; programs reach them through
+transport hilltop races for a file transfer (direct TCP, relays, punch, Tor, LAN, WebRTC,
+plugins) also carries L2 connections; each race gets side channels scoped to its generation
+(:mod:`hilltop.dilation.services`). Subchannels are Twisted transports; programs reach them through
 :class:`DilatedWormhole` endpoints, the shape official 0.24 offers (``connector_for`` /
 ``listener_for``).
 """
@@ -93,14 +94,16 @@ class SubchannelTransport:
     def unregisterProducer(self) -> None:
         self.producer = None
 
-    # inbound flow control is not implemented (docs/dilation.md): reading never pauses
+    # inbound flow control (IPushProducer, as official's subchannel): a consumer that cannot
+    # keep up pauses reading the L2 connection itself (L3.pause), not just this subchannel
     def pauseProducing(self) -> None:
-        pass
+        self._d.pause_reading(self.scid)
 
     def resumeProducing(self) -> None:
-        pass
+        self._d.resume_reading(self.scid)
 
     def stopProducing(self) -> None:
+        self._d.resume_reading(self.scid)
         self.loseConnection()
 
 
@@ -108,7 +111,7 @@ class Dilator:
     """One dilated wormhole: generations of L2 connections and the L3 engine over them."""
 
     def __init__(self, reactor: Any, send_dilate: Callable[[bytes], None], wormhole_key: bytes,
-                 version: str, make_runner: Callable[[bool, bytes, str], Any],
+                 version: str, make_runner: Callable[[bool, bytes, str, int], Any],
                  ping_interval: float = 30.0, side: str | None = None) -> None:
         self.reactor = reactor
         self._send = send_dilate
@@ -133,6 +136,7 @@ class Dilator:
         self.description = ""
         self.on_status: Callable[[str], None] | None = None
         self._paused = False
+        self._reading = False  # whether the current stream is being read
         self._act()
 
     # -- from the wormhole -----------------------------------------------------------------------
@@ -169,7 +173,7 @@ class Dilator:
             self.l3 = m.L3(self.gens.leader, self._ping_interval)
         self._stop_runner()
         self._peer_hints = []
-        runner = self._runner = self._make_runner(self.gens.leader, self.key, self.side)
+        runner = self._runner = self._make_runner(self.gens.leader, self.key, self.side, number)
         self._status(f"connecting (generation {number})")
         d = runner.our_hints()
 
@@ -225,7 +229,8 @@ class Dilator:
         self.description = won.description
         self.generation_count += 1
         won.hand_over(lambda data: self._data(stream, data), lambda why: self._lost(stream, why))
-        stream.resume_reading()
+        self._reading = self.l3.reading_paused  # the opposite of what we want: apply it
+        self._apply_reading()  # read it at once, unless a subchannel's consumer is full
         self.gens.connected()
         self.l3.connection_made(self._now())
         self._status(f"connected: {won.description}")
@@ -274,6 +279,31 @@ class Dilator:
             self._event(event)
         self._arm_timer()
         self.check_pressure()
+        self._apply_reading()
+
+    # -- inbound flow control ----------------------------------------------------------------------
+    def pause_reading(self, scid: int) -> None:
+        if self.l3 is not None:
+            self.l3.pause(scid)
+            self._apply_reading()
+
+    def resume_reading(self, scid: int) -> None:
+        if self.l3 is not None:
+            self.l3.resume(scid)
+            self._apply_reading()
+
+    def _apply_reading(self) -> None:
+        """Read the L2 connection exactly while no subchannel's consumer is paused."""
+        stream = self._stream
+        if stream is None or self.l3 is None:
+            return
+        want = not self.l3.reading_paused
+        if want != self._reading:
+            self._reading = want
+            if want:
+                stream.resume_reading()
+            else:
+                stream.pause_reading()
 
     def check_pressure(self) -> None:
         if self.l3 is None:
@@ -458,21 +488,22 @@ class DilatedWormhole:
         return SubchannelListener(self, subprotocol)
 
 
-def runner_factory(reactor: Any, w: Any, options: Any) -> Callable[[bool, bytes, str], Any]:
+def runner_factory(reactor: Any, w: Any, options: Any) -> Callable[[bool, bytes, str, int], Any]:
     """How each generation's race is built: the transports and settings a file transfer of
-    this wormhole would use (``hilltop.transfer.session.make_runner``), with the session's
-    services keyed by the Dilation key, running :class:`~hilltop.dilation.l2.L2Shake`. WebRTC
-    is left out: its signalling is per transfer (docs/dilation.md)."""
+    this wormhole would use (``hilltop.transfer.session.make_runner``: ``--tor``, relays,
+    third-party plugins alike), running :class:`~hilltop.dilation.l2.L2Shake`, with the
+    session's services keyed by the Dilation key and scoped to the generation
+    (:class:`~hilltop.dilation.services.GenerationServices`), so ``webrtc``'s signalling of
+    one generation never meets another's."""
+    from hilltop.dilation.services import GenerationServices
     from hilltop.hints import parse_transit_helper
     from hilltop.transit.plugins import load_configured
     from hilltop.transit.runner import TransitRunner
-    from hilltop.transit.services import WormholeServices
 
-    def make(leader: bool, key: bytes, side: str) -> TransitRunner:
+    def make(leader: bool, key: bytes, side: str, generation: int) -> TransitRunner:
         role = "sender" if leader else "receiver"
         transports = load_configured(list(options.transports) if options.transports else None,
                                      no_plugins=options.no_plugins)
-        transports = transports.select([n for n in transports.names() if n != "webrtc"])
         return TransitRunner(
             reactor, role, key,  # type: ignore[arg-type]
             transports=transports,
@@ -482,7 +513,7 @@ def runner_factory(reactor: Any, w: Any, options: Any) -> Callable[[bool, bytes,
             options=dict(options.plugin_options), on_attempt=options.on_attempt,
             relay_side16=side,
             handshake=lambda side16: l2.L2Shake(leader, key, side16),
-            services=WormholeServices(w, key),
+            services=GenerationServices(w, key, generation),
         )
 
     return make

@@ -9,9 +9,12 @@ use exactly these, as a third-party transport would (docs/plugins.md).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hilltop.rendezvous import capabilities, key
+
+if TYPE_CHECKING:
+    from hilltop.hookspecs import SideChannel
 
 SIDE_PREFIX = "hilltop-"
 
@@ -50,11 +53,12 @@ class WormholeServices:
         seen = getattr(w, "your_address", None)
         self.seen_address: tuple[str, int] | None = (
             (seen.host, seen.port) if seen is not None else None)
+        self.generation: int | None = None  # a file transfer; Dilation's races set it
 
     def derive(self, purpose: str, length: int = 32) -> bytes:
         return key.hkdf(self._tk, length, purpose.encode("utf-8"))
 
-    def side_channel(self, name: str) -> MailboxSideChannel:
+    def side_channel(self, name: str) -> SideChannel:
         return MailboxSideChannel(self._w, name)
 
     async def peer_uses(self, transport: str) -> bool:

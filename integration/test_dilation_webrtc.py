@@ -1,0 +1,70 @@
+"""Dilation whose L2 connections are WebRTC data channels: hilltop to hilltop, only the
+``webrtc`` transport loaded on both sides, so every generation must ride a data channel.
+
+Two integration/dilation_peer.py processes echo a subchannel's bytes (one run checks both
+directions: the opener's SHA-256 of what came back against the listener's of what it saw, and
+both against the payload's); the opener drops its L2 connection a third of the way, so the
+second generation negotiates a fresh data channel through its own generation-scoped side
+channel and carries the rest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+from test_dilation import finish, line, start
+
+pytest.importorskip("aiortc")
+
+SIZE = 2_000_000
+ONLY_WEBRTC = {"HILLTOP_TRANSPORTS": "webrtc"}
+
+
+@pytest.fixture
+def ice_loopback() -> Iterator[None]:
+    """aioice never offers 127.0.0.1 as a host candidate: give lo a second address, in the
+    loopback-only test namespace only (integration/netns-run made it)."""
+    if sorted(os.listdir("/sys/class/net")) != ["lo"] or os.geteuid() != 0:
+        pytest.fail("needs the loopback-only test namespace (integration/netns-run) as root",
+                    pytrace=False)
+    subprocess.run(["ip", "addr", "add", "127.0.0.2/8", "dev", "lo"], check=False,
+                   capture_output=True)
+    yield
+    subprocess.run(["ip", "addr", "del", "127.0.0.2/8", "dev", "lo"], check=False,
+                   capture_output=True)
+
+
+def payload_sha256(size: int) -> str:
+    sys.path.insert(0, os.path.dirname(__file__))
+    from dilation_peer import payload
+
+    return hashlib.sha256(payload(size)).hexdigest()
+
+
+def connections(out: str) -> list[str]:
+    return [ln.split("connected: ", 1)[1] for ln in out.splitlines()
+            if ln.startswith("dilation: connected: ")]
+
+
+def test_webrtc_l2_both_ways_across_a_reconnect(ice_loopback: None, mailbox_url: str,
+                                                 fresh_code: str) -> None:
+    listener = start(sys.executable, "dilation_peer.py", mailbox_url, fresh_code, "listen",
+                     env=ONLY_WEBRTC)
+    opener = start(sys.executable, "dilation_peer.py", mailbox_url, fresh_code, "open",
+                   str(SIZE), env={**ONLY_WEBRTC, "HILLTOP_DROP_AFTER": str(SIZE // 3)})
+    opened = finish(opener)
+    served = finish(listener)
+    assert "dropping the L2 connection" in opened
+    assert line(opened, "generations ") == "generations 2"
+    for out in (opened, served):
+        used = connections(out)
+        assert len(used) == 2, out
+        assert all(c.startswith("webrtc ") for c in used), used
+    echoed = line(opened, "echoed ").split()
+    assert echoed[1:] == [str(SIZE), payload_sha256(SIZE)]
+    assert line(served, "served ").split()[1:] == echoed[1:]
