@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pytest
 import pytest_twisted
-from test_bulkpump import _EndlessSource
-from test_datapath import connected_pair
+from loopback_transit import EndlessSource, connected_pair
 from twisted.internet import defer
 
 from hilltop._runtime.awaitable import within
@@ -84,7 +83,7 @@ async def test_a_receiver_that_stops_reading_stalls_the_send(path: str) -> None:
     cr.pauseProducing()  # never reads again: the socket buffers fill, then nothing moves
     started = time.monotonic()
     with pytest.raises(StalledError, match="the receiver stopped taking data"):
-        await datapath.send(reactor, cs, _EndlessSource(), lambda _n: None,
+        await datapath.send(reactor, cs, EndlessSource(), lambda _n: None,
                             records.BIG_RECORD_SIZE, False, idle_timeout=IDLE)
     assert IDLE <= time.monotonic() - started < BOUND + 2.0  # filling the buffers first
     assert threads_end("hilltop-send")
