@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from twisted.internet import defer
 
-from hilltop.errors import ProtocolError, StalledError, TransitError
+from hilltop.errors import ProtocolError, TransitError
 from hilltop.transfer.streamcodec import StreamReader, Trailer
 from hilltop.transit import records
 
@@ -37,6 +37,31 @@ if TYPE_CHECKING:
 
 Progress = Callable[[int], None]
 """Called with the number of bytes just moved."""
+
+
+class Pace(Protocol):
+    """Where a data path says how the bulk moves, on the reactor thread, for the idle
+    deadline the engine keeps (:meth:`hilltop.transfer.engine.TransferEngine.moved`,
+    ``held``). The data path measures no time-out itself: a stall ends it from outside
+    (the shell cancels it once the engine failed)."""
+
+    def moved(self) -> None:
+        """Bytes moved (progress counts too: the shell reports it as moved)."""
+
+    def held(self) -> None:
+        """The peer holds us back: the socket takes nothing more for now."""
+
+
+class _Unwatched:
+    def moved(self) -> None:
+        pass
+
+    def held(self) -> None:
+        pass
+
+
+UNWATCHED: Pace = _Unwatched()
+"""No idle limit: nobody is told."""
 
 
 class Readable(Protocol):
@@ -100,27 +125,24 @@ def _bulk(channel: Channel) -> Bulk:
 # --- sending --------------------------------------------------------------------------------------
 async def send(reactor: Any, channel: Channel, source: Source, progress: Progress,
                record_size: int, hashed: bool = True, *, hasher: Any = None,
-               idle_timeout: float | None = None) -> str | None:
+               pace: Pace = UNWATCHED) -> str | None:
     """Stream ``source`` as records; returns its SHA-256 (hex), or None when not ``hashed``.
     ``hasher`` goes on hashing from bytes sent before (a resumed file's kept prefix).
-    ``idle_timeout``: seconds the receiver may take no bytes before :class:`StalledError`."""
+    ``pace`` hears when the receiver holds us back (:class:`Pace`)."""
     if source.size == 0:
         # Nothing to send, and a receiver expecting nothing acks and hangs up at once, maybe
         # before we would have started: streaming "nothing" then failed on the hang-up.
         return hashlib.sha256().hexdigest() if hashed else None
     return await send_until_end(reactor, channel, source, progress, record_size, hashed,
-                                hasher=hasher, idle_timeout=idle_timeout)
-
-
-SEND_STALLED = "the receiver stopped taking data but kept the connection open"
+                                hasher=hasher, pace=pace)
 
 
 async def send_until_end(reactor: Any, channel: Channel, source: Readable,
                          progress: Progress, record_size: int, hashed: bool = True, *,
-                         hasher: Any = None, idle_timeout: float | None = None) -> str | None:
+                         hasher: Any = None, pace: Pace = UNWATCHED) -> str | None:
     """Stream whatever ``source`` yields until its ``readinto`` returns 0, whatever its
-    ``size`` says: a stream of unknown length (:mod:`hilltop.transfer.streaming`) goes
-    this way, and may end at once. ``hasher``, ``idle_timeout``: as for :func:`send`."""
+    ``size`` says: a stream of unknown length (``stream-v1``) goes this way, and may end
+    at once. ``hasher``, ``pace``: as for :func:`send`."""
     if hasher is None and hashed:
         hasher = hashlib.sha256()
     bulk = _bulk(channel)
@@ -128,9 +150,8 @@ async def send_until_end(reactor: Any, channel: Channel, source: Readable,
         sock = await bulk.borrow_socket_for_sending()
         if sock is not None:
             return await _pump_out(reactor, channel, sock, source, progress, record_size, hasher,
-                                   idle_timeout)
-        producer = _SourceProducer(reactor, bulk, source, progress, record_size, hasher,
-                                   idle_timeout)
+                                   pace)
+        producer = _SourceProducer(reactor, bulk, source, progress, record_size, hasher, pace)
         lost = channel.when_closed()
         bulk.registerProducer(producer, True)
         lost.addCallback(lambda _: producer.stopProducing())
@@ -143,13 +164,12 @@ async def send_until_end(reactor: Any, channel: Channel, source: Readable,
 
 async def _pump_out(reactor: Any, channel: Channel, sock: socket.socket,
                     source: Readable, progress: Progress, record_size: int,
-                    hasher: Any, idle_timeout: float | None) -> str | None:
+                    hasher: Any, pace: Pace) -> str | None:
     """Send on a thread of its own, straight from the file to the socket (:mod:`bulkpump`)."""
     from hilltop.transit import bulkpump
 
     work = bulkpump.send_source(source, _bulk(channel).sealer, record_size, hasher)
-    pump = bulkpump.Pump(reactor, sock, work, progress, "hilltop-send",
-                         idle_timeout=idle_timeout, stalled=SEND_STALLED)
+    pump = bulkpump.Pump(reactor, sock, work, progress, "hilltop-send", pace=pace)
 
     def peer_gone(_: object) -> None:  # seen by the reactor, which keeps reading
         pump.stop(TransitError("the transit connection closed while sending"))
@@ -159,35 +179,6 @@ async def _pump_out(reactor: Any, channel: Channel, sock: socket.socket,
         return await pump.done
     finally:
         await pump.close()
-
-
-class IdleTimer:
-    """Calls ``on_idle(seconds)`` once if :meth:`moved` is not called for ``seconds``
-    (None: never); the reactor-driven paths' counterpart of the bulk pump's idle check."""
-
-    def __init__(self, reactor: Any, seconds: float | None,
-                 on_idle: Callable[[float], None]) -> None:
-        self._seconds = seconds
-        self._on_idle = on_idle
-        self._call = None if seconds is None else reactor.callLater(seconds, self._fire)
-
-    def moved(self) -> None:
-        if self._call is not None and self._call.active() and self._seconds is not None:
-            self._call.reset(self._seconds)
-
-    def stop(self) -> None:
-        if self._call is not None and self._call.active():
-            self._call.cancel()
-        self._call = None
-
-    def _fire(self) -> None:
-        self._call = None
-        assert self._seconds is not None
-        self._on_idle(self._seconds)
-
-
-def stalled(seconds: float, why: str) -> StalledError:
-    return StalledError(f"nothing moved for {seconds:g} s: {why}")
 
 
 _SEND_AHEAD = 4
@@ -207,15 +198,14 @@ class _SourceProducer:
 
     def __init__(self, reactor: Any, conn: Bulk, source: Readable,
                  progress: Progress, record_size: int, hasher: Any,
-                 idle_timeout: float | None = None) -> None:
+                 pace: Pace = UNWATCHED) -> None:
         from hilltop.transit.bulkpump import BatchSealer
         from hilltop.transit.pipeline import OrderedWorker
 
         self._reactor = reactor
-        self._idle_timeout = idle_timeout
-        # runs only while the connection holds us back: a source with nothing to give for a
+        # held only while the connection holds us back: a source with nothing to give for a
         # while (a silent pipe, a slow disk) is not the receiver's stall
-        self._idle = IdleTimer(reactor, None, self._stalled)
+        self._pace = pace
         self._conn = conn
         self._progress = progress
         self._batches = BatchSealer(source, conn.sealer, record_size, _BATCH_BYTES, hasher)
@@ -246,21 +236,17 @@ class _SourceProducer:
         self._paused = True
         self._worker.set_hungry(False)  # the socket is full: collect on resume
         if not self.done.called:
-            self._idle.stop()
-            self._idle = IdleTimer(self._reactor, self._idle_timeout, self._stalled)
+            self._pace.held()
 
     def resumeProducing(self) -> None:  # noqa: N802
         self._paused = False
-        self._idle.stop()
+        self._pace.moved()
         self._worker.poll()
         self._worker.set_hungry(True)
         self._flush()
 
     def stopProducing(self) -> None:  # noqa: N802
         self._finish(TransitError("the transit connection closed while sending"))
-
-    def _stalled(self, seconds: float) -> None:
-        self._finish(stalled(seconds, SEND_STALLED))
 
     def _sealed(self, result: tuple[bytes, int] | None) -> None:
         if result is None:
@@ -293,7 +279,6 @@ class _SourceProducer:
     def _finish(self, error: BaseException | None) -> None:
         if self.done.called:
             return
-        self._idle.stop()
         self._conn.unregisterProducer()
         if error is None:
             self.done.callback(self._batches.hexdigest())
@@ -302,15 +287,11 @@ class _SourceProducer:
 
 
 # --- receiving ------------------------------------------------------------------------------------
-RECEIVE_STALLED = ("the sender stopped sending but kept the connection open; "
-                   "the file was not saved")
-
-
 async def receive(reactor: Any, channel: Channel, sink: Sink, size: int,
-                  progress: Progress, *, inline: bool, idle_timeout: float | None = None) -> None:
+                  progress: Progress, *, inline: bool, pace: Pace = UNWATCHED) -> None:
     """``size`` bytes into ``sink``: on a thread reading the socket itself when the
     connection has a plain one (:mod:`bulkpump`), else through :class:`_RecordSink`.
-    ``idle_timeout``: seconds without a byte from the sender before :class:`StalledError`."""
+    ``pace`` hears every arrival (:class:`Pace`)."""
     if size == 0:
         return
     bulk = _bulk(channel)
@@ -318,14 +299,13 @@ async def receive(reactor: Any, channel: Channel, sink: Sink, size: int,
         borrowed = await bulk.borrow_socket_for_receiving()
         if borrowed is None:
             await _RecordSink(reactor, channel, sink, size, progress, inline=inline,
-                              idle_timeout=idle_timeout).run()
+                              pace=pace).run()
             return
         from hilltop.transit import bulkpump
 
         sock, leftover = borrowed
         work = bulkpump.receive_into_sink(leftover, bulk.opener, sink, size)
-        pump = bulkpump.Pump(reactor, sock, work, progress, "hilltop-receive",
-                             idle_timeout=idle_timeout, stalled=RECEIVE_STALLED)
+        pump = bulkpump.Pump(reactor, sock, work, progress, "hilltop-receive", pace=pace)
         try:
             await pump.done
         finally:
@@ -352,9 +332,9 @@ class _RecordSink:
     def __init__(self, reactor: Any, channel: Channel,
                  sink: Sink, size: int,
                  progress: Progress, *, inline: bool = False,
-                 idle_timeout: float | None = None) -> None:
+                 pace: Pace = UNWATCHED) -> None:
         self._reactor = reactor
-        self._idle_timeout = idle_timeout
+        self._pace = pace
         self._channel = channel
         self._conn = _bulk(channel)
         self._sink = sink
@@ -380,13 +360,10 @@ class _RecordSink:
                 return
             self._conn.set_frame_buffers(self._alloc)
             self._worker.set_hungry(False)
-            self._idle = IdleTimer(self._reactor, self._idle_timeout,
-                                   lambda t: self._fail(stalled(t, RECEIVE_STALLED)))
             self._conn.set_frame_receiver(self._frames, self._lost)
             try:
                 await self._done
             finally:
-                self._idle.stop()
                 self._conn.set_frame_receiver(None, None)
                 self._conn.set_frame_buffers(bytearray)
         finally:
@@ -407,7 +384,7 @@ class _RecordSink:
     def _frames(self, frames: list[Any]) -> None:
         if self._done.called:
             return
-        self._idle.moved()
+        self._pace.moved()
         nbytes = sum(len(f) for f in frames)
         self._waiting += nbytes
         self._worker.submit((frames, nbytes))
@@ -424,7 +401,7 @@ class _RecordSink:
         self._progress(plain)
         if self._done.called:
             return
-        self._idle.moved()  # our own slow disk is not the sender's silence
+        self._pace.moved()  # our own slow disk is not the sender's silence
         if self._written >= self._size:
             self._done.callback(None)
         elif self._broken and not self._worker.pending:
@@ -471,33 +448,26 @@ class _RecordSink:
 # --- receiving a stream of unknown length (stream-v1) ----------------------------------------
 STREAM_RECEIVE_AHEAD = 4 * records.BIG_RECORD_SIZE
 """Sealed bytes handed to the worker but not yet written; past this, stop reading the socket."""
-STREAM_STALLED = ("the sender sent nothing more but kept the connection open; what arrived "
-                  "is incomplete (a pipe that is silent longer than that needs a larger "
-                  "--idle-timeout)")
-"""Why a stream receive stalled. The receiver cannot tell a frozen sender from a producer
-with nothing to say, so a stream's silence has the file's limit (``--idle-timeout``)."""
 
 
 async def receive_until_end(reactor: Any, channel: Channel, sink: Sink,
                               progress: Progress, *,
-                              idle_timeout: float | None = None) -> Trailer:
+                              pace: Pace = UNWATCHED) -> Trailer:
     """The stream's records into ``sink`` up to its trailer, which is returned once it
     agreed with the count. Like a sized file (:func:`receive`): on a
     thread reading the socket itself when the connection has a plain one (:mod:`bulkpump`;
     1 GiB through a pipe took 2.4 s of receiver CPU on the reactor path), else through
-    :class:`_StreamReceiver`. ``idle_timeout``: seconds without a byte from the sender
-    before :class:`StalledError` (:data:`STREAM_STALLED`), as for a file."""
+    :class:`_StreamReceiver`. ``pace``: as for :func:`receive`."""
     bulk = _bulk(channel)
     with calm_gc():
         borrowed = await bulk.borrow_socket_for_receiving()
         if borrowed is None:
-            return await _StreamReceiver(reactor, channel, sink, progress, idle_timeout).run()
+            return await _StreamReceiver(reactor, channel, sink, progress, pace).run()
         from hilltop.transit import bulkpump
 
         sock, leftover = borrowed
         pump = bulkpump.Pump(reactor, sock, _pump_stream(leftover, bulk.opener, sink),
-                             progress, "hilltop-receive", idle_timeout=idle_timeout,
-                             stalled=STREAM_STALLED)
+                             progress, "hilltop-receive", pace=pace)
         try:
             return await pump.done
         finally:
@@ -542,11 +512,11 @@ class _StreamReceiver:
     :class:`StreamReader` and writes the data to the sink, strictly in order."""
 
     def __init__(self, reactor: Any, channel: Channel, sink: Sink,
-                 progress: Progress, idle_timeout: float | None = None) -> None:
+                 progress: Progress, pace: Pace = UNWATCHED) -> None:
         from hilltop.transit.pipeline import OrderedWorker
 
         self._reactor = reactor
-        self._idle_timeout = idle_timeout
+        self._pace = pace
         self._channel = channel
         self._conn = _bulk(channel)
         self._sink = sink
@@ -563,14 +533,10 @@ class _StreamReceiver:
                                      name="hilltop-receive")
 
     async def run(self) -> Trailer:
-        self._idle = IdleTimer(
-            self._reactor, self._idle_timeout,
-            lambda t: self._fail(stalled(t, STREAM_STALLED)))
         self._conn.set_frame_receiver(self._frames, self._lost)
         try:
             return await self._done
         finally:
-            self._idle.stop()
             self._conn.set_frame_receiver(None, None)
             await self._worker.stop()  # before the sink closes its file under the worker
 
@@ -578,7 +544,7 @@ class _StreamReceiver:
     def _frames(self, frames: list[Any]) -> None:
         if self._done.called:
             return
-        self._idle.moved()
+        self._pace.moved()
         nbytes = sum(len(f) for f in frames)
         self._waiting += nbytes
         self._worker.submit((frames, nbytes))
@@ -594,7 +560,7 @@ class _StreamReceiver:
             self._progress(plain)
         if self._done.called:
             return
-        self._idle.moved()  # our own slow consumer (stdout) is not the sender's silence
+        self._pace.moved()  # our own slow consumer (stdout) is not the sender's silence
         if ended:
             try:
                 trailer = self._reader.check()
