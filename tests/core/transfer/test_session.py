@@ -16,7 +16,8 @@ import pytest
 import pytest_twisted
 from twisted.internet import defer
 
-from hilltop.errors import SilentPeerError, StalledError
+from hilltop._runtime.awaitable import within
+from hilltop.errors import SilentPeerError, StalledError, TransitError
 from hilltop.hints import parse_hints
 from hilltop.transfer import engine as eng
 from hilltop.transfer import offers, session
@@ -102,8 +103,17 @@ async def test_a_receiver_that_never_acks_stalls_the_sender(stream: bool) -> Non
     if stream:  # the end marker and the trailer went before the wait
         assert await cr.receive_record() == b""
         assert await cr.receive_record()
-    await cs.when_closed()  # the shell dropped the channel of the failed transfer
-    cr.close()
+    # The channel of the failed transfer is dropped, not kept for later (it was a "the
+    # connection still works afterwards" check when a story's helper timed out alone): our
+    # side is closed and refuses to send; the peer's next read ends with a clean
+    # TransitError at once, not a hang nor a garbled record.
+    await within(cs.when_closed(), BOUND, reactor, lambda: AssertionError("channel leaked"))
+    with pytest.raises(TransitError, match="cannot send"):
+        cs.send_record(b"late")
+    read = within(cr.receive_record(), BOUND, reactor, lambda: AssertionError("peer hangs"))
+    with pytest.raises(TransitError):
+        await read
+    await within(cr.when_closed(), BOUND, reactor, lambda: AssertionError("peer not closed"))
     await s.stop()
     await r.stop()
 
