@@ -319,68 +319,63 @@ _FRAME_BUFFER = records.BIG_RECORD_SIZE + records.OVERHEAD
 _POOLED = 4
 
 
-class _RecordSink:
-    """Receives ``size`` bytes: the reactor splits frames, a worker thread opens, hashes and
-    writes them. Reading the socket pauses while :data:`_RECEIVE_AHEAD` bytes wait.
+class _Receiver:
+    """What the two reactor-driven receivers share: the reactor splits frames, a worker
+    thread opens and writes them (:meth:`_open_and_write`, the first of the two things a
+    receiver says for itself), strictly in order; reading the socket pauses while
+    :data:`_RECEIVE_AHEAD` sealed bytes wait and resumes at half that. A lost connection
+    is reported once what already arrived is counted, in the receiver's own words
+    (:meth:`_lost_words`, the second). :meth:`_complete` and :meth:`_end` say when and how
+    it succeeds."""
 
-    ``inline=True`` does that work on the reactor thread instead (:class:`InlineWorker`):
-    for a v1 sender, which is single-threaded and keeps one core busy by itself. Against
-    official 0.24 it used less CPU than the worker thread in 6 of 6 A/B runs of 1 GiB
-    (3.7-4.3 s against 4.2-5.1 s) and finished sooner in 4 of 6.
-    """
+    def __init__(self, reactor: Any, channel: Channel, sink: Sink, progress: Progress,
+                 pace: Pace, *, inline: bool = False) -> None:
+        from hilltop.transit.pipeline import InlineWorker, OrderedWorker
 
-    def __init__(self, reactor: Any, channel: Channel,
-                 sink: Sink, size: int,
-                 progress: Progress, *, inline: bool = False,
-                 pace: Pace = UNWATCHED) -> None:
         self._reactor = reactor
         self._pace = pace
         self._channel = channel
         self._conn = _bulk(channel)
         self._sink = sink
-        self._size = size
         self._progress = progress
         self._opener = self._conn.opener
         self._out = bytearray(records.BIG_RECORD_SIZE)
-        self._pool: deque[bytearray] = deque()  # frame buffers, back from the worker
-        self._waiting = 0  # sealed bytes submitted, not yet written
-        self._written = 0
+        self._waiting = 0  # sealed bytes submitted, not yet handled
+        self._received = 0  # plaintext bytes written
         self._paused = False
         self._broken = False  # the connection is gone
-        self._done: defer.Deferred[None] = defer.Deferred()
-        from hilltop.transit.pipeline import InlineWorker, OrderedWorker
-
+        self._done: defer.Deferred[Any] = defer.Deferred()
         kind = InlineWorker if inline else OrderedWorker
         self._worker = kind(reactor, self._open_and_write, self._wrote, self._fail,
-                                     name="hilltop-receive")
+                            name="hilltop-receive")
 
-    async def run(self) -> None:
+    async def _receive(self) -> Any:
+        self._conn.set_frame_receiver(self._frames, self._lost)
         try:
-            if self._size == 0:
-                return
-            self._conn.set_frame_buffers(self._alloc)
-            self._worker.set_hungry(False)
-            self._conn.set_frame_receiver(self._frames, self._lost)
-            try:
-                await self._done
-            finally:
-                self._conn.set_frame_receiver(None, None)
-                self._conn.set_frame_buffers(bytearray)
+            return await self._done
         finally:
-            await self._worker.stop()  # before the sink closes its file under the worker
-            # Give the buffers back now, not when the collector finds our reference cycles:
-            # a directory's unpacking comes next and needs the memory.
-            self._pool.clear()
-            self._out = bytearray()
+            self._conn.set_frame_receiver(None, None)
+
+    # what each receiver says for itself
+    def _open_and_write(self, item: tuple[list[Any], int]) -> tuple[int, int, bool]:
+        """Worker thread: open ``item``'s frames and write them; (plaintext bytes, sealed
+        bytes, whether the data ended)."""
+        raise NotImplementedError
+
+    def _lost_words(self) -> str:
+        raise NotImplementedError
+
+    def _complete(self, ended: bool) -> bool:
+        return ended
+
+    def _end(self) -> None:
+        self._done.callback(None)
+
+    def _hungry_while_reading(self) -> bool:
+        """Whether the worker hands each result over at once while the socket is read."""
+        return True
 
     # reactor thread
-    def _alloc(self, size: int) -> bytearray:
-        if size <= _FRAME_BUFFER and self._pool:
-            return self._pool.pop()
-        if size < _FRAME_BUFFER // 2:  # a v1-sized frame: not worth a pool buffer
-            return bytearray(size)
-        return bytearray(max(size, _FRAME_BUFFER))
-
     def _frames(self, frames: list[Any]) -> None:
         if self._done.called:
             return
@@ -394,21 +389,22 @@ class _RecordSink:
             self._conn.pauseProducing()
             self._worker.set_hungry(True)  # only results can resume reading now
 
-    def _wrote(self, result: tuple[int, int]) -> None:
-        plain, sealed = result
+    def _wrote(self, result: tuple[int, int, bool]) -> None:
+        plain, sealed, ended = result
         self._waiting -= sealed
-        self._written += plain
-        self._progress(plain)
+        self._received += plain
+        if plain:
+            self._progress(plain)
         if self._done.called:
             return
-        self._pace.moved()  # our own slow disk is not the sender's silence
-        if self._written >= self._size:
-            self._done.callback(None)
+        self._pace.moved()  # our own slow disk (or stdout) is not the sender's silence
+        if self._complete(ended):
+            self._end()
         elif self._broken and not self._worker.pending:
             self._report_lost()
         elif self._paused and self._waiting < _RECEIVE_AHEAD // 2:
             self._paused = False
-            self._worker.set_hungry(self._written + self._waiting >= self._size)
+            self._worker.set_hungry(self._hungry_while_reading())
             self._conn.resumeProducing()
 
     def _fail(self, err: BaseException) -> None:
@@ -426,12 +422,63 @@ class _RecordSink:
 
     def _report_lost(self) -> None:
         if not self._done.called:
-            self._done.errback(TransitError(
-                f"the connection to the sender broke after {self._written} of {self._size} "
-                "bytes; the file was not saved"))
+            self._done.errback(TransitError(self._lost_words()))
+
+
+class _RecordSink(_Receiver):
+    """Receives ``size`` bytes into ``sink`` (:class:`_Receiver`), pooling frame buffers.
+
+    ``inline=True`` does the worker's part on the reactor thread instead (:class:`InlineWorker`):
+    for a v1 sender, which is single-threaded and keeps one core busy by itself. Against
+    official 0.24 it used less CPU than the worker thread in 6 of 6 A/B runs of 1 GiB
+    (3.7-4.3 s against 4.2-5.1 s) and finished sooner in 4 of 6.
+    """
+
+    def __init__(self, reactor: Any, channel: Channel,
+                 sink: Sink, size: int,
+                 progress: Progress, *, inline: bool = False,
+                 pace: Pace = UNWATCHED) -> None:
+        super().__init__(reactor, channel, sink, progress, pace, inline=inline)
+        self._size = size
+        self._pool: deque[bytearray] = deque()  # frame buffers, back from the worker
+
+    async def run(self) -> None:
+        try:
+            if self._size == 0:
+                return
+            self._conn.set_frame_buffers(self._alloc)
+            self._worker.set_hungry(False)
+            try:
+                await self._receive()
+            finally:
+                self._conn.set_frame_buffers(bytearray)
+        finally:
+            await self._worker.stop()  # before the sink closes its file under the worker
+            # Give the buffers back now, not when the collector finds our reference cycles:
+            # a directory's unpacking comes next and needs the memory.
+            self._pool.clear()
+            self._out = bytearray()
+
+    def _complete(self, ended: bool) -> bool:
+        return self._received >= self._size
+
+    def _hungry_while_reading(self) -> bool:
+        return self._received + self._waiting >= self._size
+
+    def _lost_words(self) -> str:
+        return (f"the connection to the sender broke after {self._received} of {self._size} "
+                "bytes; the file was not saved")
+
+    # reactor thread
+    def _alloc(self, size: int) -> bytearray:
+        if size <= _FRAME_BUFFER and self._pool:
+            return self._pool.pop()
+        if size < _FRAME_BUFFER // 2:  # a v1-sized frame: not worth a pool buffer
+            return bytearray(size)
+        return bytearray(max(size, _FRAME_BUFFER))
 
     # worker thread
-    def _open_and_write(self, item: tuple[list[Any], int]) -> tuple[int, int]:
+    def _open_and_write(self, item: tuple[list[Any], int]) -> tuple[int, int, bool]:
         """Open the frames and write (and hash) them a buffer at a time
         (:func:`records.open_into`), then give pooled frame buffers back."""
         frames, sealed = item
@@ -442,12 +489,10 @@ class _RecordSink:
                     and len(self._pool) < _POOLED):
                 frame.release()
                 self._pool.append(buffer)
-        return plain, sealed
+        return plain, sealed, False
 
 
 # --- receiving a stream of unknown length (stream-v1) ----------------------------------------
-STREAM_RECEIVE_AHEAD = 4 * records.BIG_RECORD_SIZE
-"""Sealed bytes handed to the worker but not yet written; past this, stop reading the socket."""
 
 
 async def receive_until_end(reactor: Any, channel: Channel, sink: Sink,
@@ -507,88 +552,33 @@ def _pump_stream(leftover: bytes, opener: records.RecordOpener,
     return work
 
 
-class _StreamReceiver:
-    """Frames from the connection; a worker thread opens each, feeds the
-    :class:`StreamReader` and writes the data to the sink, strictly in order."""
+class _StreamReceiver(_Receiver):
+    """A stream's records into ``sink`` up to its trailer (:class:`_Receiver`): the worker
+    feeds each opened frame to the :class:`StreamReader` and writes its data."""
 
     def __init__(self, reactor: Any, channel: Channel, sink: Sink,
                  progress: Progress, pace: Pace = UNWATCHED) -> None:
-        from hilltop.transit.pipeline import OrderedWorker
-
-        self._reactor = reactor
-        self._pace = pace
-        self._channel = channel
-        self._conn = _bulk(channel)
-        self._sink = sink
-        self._progress = progress
-        self._opener = self._conn.opener
+        super().__init__(reactor, channel, sink, progress, pace)
         self._reader = StreamReader()  # worker thread only, until done fires
-        self._out = bytearray(records.BIG_RECORD_SIZE)
-        self._waiting = 0  # sealed bytes submitted, not yet handled
-        self._received = 0
-        self._paused = False
-        self._broken = False
-        self._done: defer.Deferred[Trailer] = defer.Deferred()
-        self._worker = OrderedWorker(reactor, self._open_and_write, self._wrote, self._fail,
-                                     name="hilltop-receive")
 
     async def run(self) -> Trailer:
-        self._conn.set_frame_receiver(self._frames, self._lost)
         try:
-            return await self._done
+            trailer: Trailer = await self._receive()
+            return trailer
         finally:
-            self._conn.set_frame_receiver(None, None)
             await self._worker.stop()  # before the sink closes its file under the worker
 
-    # reactor thread
-    def _frames(self, frames: list[Any]) -> None:
-        if self._done.called:
-            return
-        self._pace.moved()
-        nbytes = sum(len(f) for f in frames)
-        self._waiting += nbytes
-        self._worker.submit((frames, nbytes))
-        if self._waiting >= STREAM_RECEIVE_AHEAD and not self._paused:
-            self._paused = True
-            self._conn.pauseProducing()
-
-    def _wrote(self, result: tuple[int, int, bool]) -> None:
-        plain, sealed, ended = result
-        self._waiting -= sealed
-        self._received += plain
-        if plain:
-            self._progress(plain)
-        if self._done.called:
-            return
-        self._pace.moved()  # our own slow consumer (stdout) is not the sender's silence
-        if ended:
-            try:
-                trailer = self._reader.check()
-            except BaseException as err:  # noqa: BLE001 - handed to the waiting caller
-                self._done.errback(err)
-            else:
-                self._done.callback(trailer)
-        elif self._broken and not self._worker.pending:
-            self._report_lost()
-        elif self._paused and self._waiting < STREAM_RECEIVE_AHEAD // 2:
-            self._paused = False
-            self._conn.resumeProducing()
-
-    def _fail(self, err: BaseException) -> None:
-        self._channel.close()
-        if not self._done.called:
+    def _end(self) -> None:
+        try:
+            trailer = self._reader.check()
+        except BaseException as err:  # noqa: BLE001 - handed to the waiting caller
             self._done.errback(err)
+        else:
+            self._done.callback(trailer)
 
-    def _lost(self, _err: Exception) -> None:
-        self._broken = True
-        if not self._worker.pending:
-            self._report_lost()
-
-    def _report_lost(self) -> None:
-        if not self._done.called:
-            self._done.errback(TransitError(
-                f"the connection to the sender broke after {self._received} bytes, before the "
-                "end of its stream: what arrived is incomplete"))
+    def _lost_words(self) -> str:
+        return (f"the connection to the sender broke after {self._received} bytes, before the "
+                "end of its stream: what arrived is incomplete")
 
     # worker thread
     def _open_and_write(self, item: tuple[list[Any], int]) -> tuple[int, int, bool]:
