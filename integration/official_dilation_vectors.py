@@ -1,8 +1,9 @@
-"""Known-answer bytes of official 0.24's Dilation L2 code (for tests/core/test_dilation_l2.py).
+"""Known-answer bytes of official 0.24's Dilation L2 code (for
+tests/core/dilation/test_dilation_l2.py).
 
 Run with the official library (``magic-wormhole[dilate]==0.24.0``):
     PEERS_VENV/bin/python integration/official_dilation_vectors.py \
-        > tests/core/dilation_vectors.json
+        > tests/core/dilation/dilation_vectors.json
 
 It drives official's own ``_Framer``/``_Record`` classes (leader against follower, in memory)
 with fixed ephemeral keys and records every byte each side writes, plus a few records sealed

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from twisted.internet import defer
 
-from hilltop.errors import ProtocolError, StalledError, TransitError
+from hilltop.errors import ProtocolError, TransitError
 from hilltop.transfer.streamcodec import StreamReader, Trailer
 from hilltop.transit import records
 
@@ -37,6 +37,31 @@ if TYPE_CHECKING:
 
 Progress = Callable[[int], None]
 """Called with the number of bytes just moved."""
+
+
+class Pace(Protocol):
+    """Where a data path says how the bulk moves, on the reactor thread, for the idle
+    deadline the engine keeps (:meth:`hilltop.transfer.engine.TransferEngine.moved`,
+    ``held``). The data path measures no time-out itself: a stall ends it from outside
+    (the shell cancels it once the engine failed)."""
+
+    def moved(self) -> None:
+        """Bytes moved (progress counts too: the shell reports it as moved)."""
+
+    def held(self) -> None:
+        """The peer holds us back: the socket takes nothing more for now."""
+
+
+class _Unwatched:
+    def moved(self) -> None:
+        pass
+
+    def held(self) -> None:
+        pass
+
+
+UNWATCHED: Pace = _Unwatched()
+"""No idle limit: nobody is told."""
 
 
 class Readable(Protocol):
@@ -100,27 +125,24 @@ def _bulk(channel: Channel) -> Bulk:
 # --- sending --------------------------------------------------------------------------------------
 async def send(reactor: Any, channel: Channel, source: Source, progress: Progress,
                record_size: int, hashed: bool = True, *, hasher: Any = None,
-               idle_timeout: float | None = None) -> str | None:
+               pace: Pace = UNWATCHED) -> str | None:
     """Stream ``source`` as records; returns its SHA-256 (hex), or None when not ``hashed``.
     ``hasher`` goes on hashing from bytes sent before (a resumed file's kept prefix).
-    ``idle_timeout``: seconds the receiver may take no bytes before :class:`StalledError`."""
+    ``pace`` hears when the receiver holds us back (:class:`Pace`)."""
     if source.size == 0:
         # Nothing to send, and a receiver expecting nothing acks and hangs up at once, maybe
         # before we would have started: streaming "nothing" then failed on the hang-up.
         return hashlib.sha256().hexdigest() if hashed else None
     return await send_until_end(reactor, channel, source, progress, record_size, hashed,
-                                hasher=hasher, idle_timeout=idle_timeout)
-
-
-SEND_STALLED = "the receiver stopped taking data but kept the connection open"
+                                hasher=hasher, pace=pace)
 
 
 async def send_until_end(reactor: Any, channel: Channel, source: Readable,
                          progress: Progress, record_size: int, hashed: bool = True, *,
-                         hasher: Any = None, idle_timeout: float | None = None) -> str | None:
+                         hasher: Any = None, pace: Pace = UNWATCHED) -> str | None:
     """Stream whatever ``source`` yields until its ``readinto`` returns 0, whatever its
-    ``size`` says: a stream of unknown length (:mod:`hilltop.transfer.streaming`) goes
-    this way, and may end at once. ``hasher``, ``idle_timeout``: as for :func:`send`."""
+    ``size`` says: a stream of unknown length (``stream-v1``) goes this way, and may end
+    at once. ``hasher``, ``pace``: as for :func:`send`."""
     if hasher is None and hashed:
         hasher = hashlib.sha256()
     bulk = _bulk(channel)
@@ -128,9 +150,8 @@ async def send_until_end(reactor: Any, channel: Channel, source: Readable,
         sock = await bulk.borrow_socket_for_sending()
         if sock is not None:
             return await _pump_out(reactor, channel, sock, source, progress, record_size, hasher,
-                                   idle_timeout)
-        producer = _SourceProducer(reactor, bulk, source, progress, record_size, hasher,
-                                   idle_timeout)
+                                   pace)
+        producer = _SourceProducer(reactor, bulk, source, progress, record_size, hasher, pace)
         lost = channel.when_closed()
         bulk.registerProducer(producer, True)
         lost.addCallback(lambda _: producer.stopProducing())
@@ -143,13 +164,12 @@ async def send_until_end(reactor: Any, channel: Channel, source: Readable,
 
 async def _pump_out(reactor: Any, channel: Channel, sock: socket.socket,
                     source: Readable, progress: Progress, record_size: int,
-                    hasher: Any, idle_timeout: float | None) -> str | None:
+                    hasher: Any, pace: Pace) -> str | None:
     """Send on a thread of its own, straight from the file to the socket (:mod:`bulkpump`)."""
     from hilltop.transit import bulkpump
 
     work = bulkpump.send_source(source, _bulk(channel).sealer, record_size, hasher)
-    pump = bulkpump.Pump(reactor, sock, work, progress, "hilltop-send",
-                         idle_timeout=idle_timeout, stalled=SEND_STALLED)
+    pump = bulkpump.Pump(reactor, sock, work, progress, "hilltop-send", pace=pace)
 
     def peer_gone(_: object) -> None:  # seen by the reactor, which keeps reading
         pump.stop(TransitError("the transit connection closed while sending"))
@@ -159,35 +179,6 @@ async def _pump_out(reactor: Any, channel: Channel, sock: socket.socket,
         return await pump.done
     finally:
         await pump.close()
-
-
-class IdleTimer:
-    """Calls ``on_idle(seconds)`` once if :meth:`moved` is not called for ``seconds``
-    (None: never); the reactor-driven paths' counterpart of the bulk pump's idle check."""
-
-    def __init__(self, reactor: Any, seconds: float | None,
-                 on_idle: Callable[[float], None]) -> None:
-        self._seconds = seconds
-        self._on_idle = on_idle
-        self._call = None if seconds is None else reactor.callLater(seconds, self._fire)
-
-    def moved(self) -> None:
-        if self._call is not None and self._call.active() and self._seconds is not None:
-            self._call.reset(self._seconds)
-
-    def stop(self) -> None:
-        if self._call is not None and self._call.active():
-            self._call.cancel()
-        self._call = None
-
-    def _fire(self) -> None:
-        self._call = None
-        assert self._seconds is not None
-        self._on_idle(self._seconds)
-
-
-def stalled(seconds: float, why: str) -> StalledError:
-    return StalledError(f"nothing moved for {seconds:g} s: {why}")
 
 
 _SEND_AHEAD = 4
@@ -207,15 +198,14 @@ class _SourceProducer:
 
     def __init__(self, reactor: Any, conn: Bulk, source: Readable,
                  progress: Progress, record_size: int, hasher: Any,
-                 idle_timeout: float | None = None) -> None:
+                 pace: Pace = UNWATCHED) -> None:
         from hilltop.transit.bulkpump import BatchSealer
         from hilltop.transit.pipeline import OrderedWorker
 
         self._reactor = reactor
-        self._idle_timeout = idle_timeout
-        # runs only while the connection holds us back: a source with nothing to give for a
+        # held only while the connection holds us back: a source with nothing to give for a
         # while (a silent pipe, a slow disk) is not the receiver's stall
-        self._idle = IdleTimer(reactor, None, self._stalled)
+        self._pace = pace
         self._conn = conn
         self._progress = progress
         self._batches = BatchSealer(source, conn.sealer, record_size, _BATCH_BYTES, hasher)
@@ -246,21 +236,17 @@ class _SourceProducer:
         self._paused = True
         self._worker.set_hungry(False)  # the socket is full: collect on resume
         if not self.done.called:
-            self._idle.stop()
-            self._idle = IdleTimer(self._reactor, self._idle_timeout, self._stalled)
+            self._pace.held()
 
     def resumeProducing(self) -> None:  # noqa: N802
         self._paused = False
-        self._idle.stop()
+        self._pace.moved()
         self._worker.poll()
         self._worker.set_hungry(True)
         self._flush()
 
     def stopProducing(self) -> None:  # noqa: N802
         self._finish(TransitError("the transit connection closed while sending"))
-
-    def _stalled(self, seconds: float) -> None:
-        self._finish(stalled(seconds, SEND_STALLED))
 
     def _sealed(self, result: tuple[bytes, int] | None) -> None:
         if result is None:
@@ -293,7 +279,6 @@ class _SourceProducer:
     def _finish(self, error: BaseException | None) -> None:
         if self.done.called:
             return
-        self._idle.stop()
         self._conn.unregisterProducer()
         if error is None:
             self.done.callback(self._batches.hexdigest())
@@ -302,15 +287,11 @@ class _SourceProducer:
 
 
 # --- receiving ------------------------------------------------------------------------------------
-RECEIVE_STALLED = ("the sender stopped sending but kept the connection open; "
-                   "the file was not saved")
-
-
 async def receive(reactor: Any, channel: Channel, sink: Sink, size: int,
-                  progress: Progress, *, inline: bool, idle_timeout: float | None = None) -> None:
+                  progress: Progress, *, inline: bool, pace: Pace = UNWATCHED) -> None:
     """``size`` bytes into ``sink``: on a thread reading the socket itself when the
     connection has a plain one (:mod:`bulkpump`), else through :class:`_RecordSink`.
-    ``idle_timeout``: seconds without a byte from the sender before :class:`StalledError`."""
+    ``pace`` hears every arrival (:class:`Pace`)."""
     if size == 0:
         return
     bulk = _bulk(channel)
@@ -318,14 +299,13 @@ async def receive(reactor: Any, channel: Channel, sink: Sink, size: int,
         borrowed = await bulk.borrow_socket_for_receiving()
         if borrowed is None:
             await _RecordSink(reactor, channel, sink, size, progress, inline=inline,
-                              idle_timeout=idle_timeout).run()
+                              pace=pace).run()
             return
         from hilltop.transit import bulkpump
 
         sock, leftover = borrowed
         work = bulkpump.receive_into_sink(leftover, bulk.opener, sink, size)
-        pump = bulkpump.Pump(reactor, sock, work, progress, "hilltop-receive",
-                             idle_timeout=idle_timeout, stalled=RECEIVE_STALLED)
+        pump = bulkpump.Pump(reactor, sock, work, progress, "hilltop-receive", pace=pace)
         try:
             await pump.done
         finally:
@@ -339,75 +319,67 @@ _FRAME_BUFFER = records.BIG_RECORD_SIZE + records.OVERHEAD
 _POOLED = 4
 
 
-class _RecordSink:
-    """Receives ``size`` bytes: the reactor splits frames, a worker thread opens, hashes and
-    writes them. Reading the socket pauses while :data:`_RECEIVE_AHEAD` bytes wait.
+class _Receiver:
+    """What the two reactor-driven receivers share: the reactor splits frames, a worker
+    thread opens and writes them (:meth:`_open_and_write`, the first of the two things a
+    receiver says for itself), strictly in order; reading the socket pauses while
+    :data:`_RECEIVE_AHEAD` sealed bytes wait and resumes at half that. A lost connection
+    is reported once what already arrived is counted, in the receiver's own words
+    (:meth:`_lost_words`, the second). :meth:`_complete` and :meth:`_end` say when and how
+    it succeeds."""
 
-    ``inline=True`` does that work on the reactor thread instead (:class:`InlineWorker`):
-    for a v1 sender, which is single-threaded and keeps one core busy by itself. Against
-    official 0.24 it used less CPU than the worker thread in 6 of 6 A/B runs of 1 GiB
-    (3.7-4.3 s against 4.2-5.1 s) and finished sooner in 4 of 6.
-    """
+    def __init__(self, reactor: Any, channel: Channel, sink: Sink, progress: Progress,
+                 pace: Pace, *, inline: bool = False) -> None:
+        from hilltop.transit.pipeline import InlineWorker, OrderedWorker
 
-    def __init__(self, reactor: Any, channel: Channel,
-                 sink: Sink, size: int,
-                 progress: Progress, *, inline: bool = False,
-                 idle_timeout: float | None = None) -> None:
         self._reactor = reactor
-        self._idle_timeout = idle_timeout
+        self._pace = pace
         self._channel = channel
         self._conn = _bulk(channel)
         self._sink = sink
-        self._size = size
         self._progress = progress
         self._opener = self._conn.opener
         self._out = bytearray(records.BIG_RECORD_SIZE)
-        self._pool: deque[bytearray] = deque()  # frame buffers, back from the worker
-        self._waiting = 0  # sealed bytes submitted, not yet written
-        self._written = 0
+        self._waiting = 0  # sealed bytes submitted, not yet handled
+        self._received = 0  # plaintext bytes written
         self._paused = False
         self._broken = False  # the connection is gone
-        self._done: defer.Deferred[None] = defer.Deferred()
-        from hilltop.transit.pipeline import InlineWorker, OrderedWorker
-
+        self._done: defer.Deferred[Any] = defer.Deferred()
         kind = InlineWorker if inline else OrderedWorker
         self._worker = kind(reactor, self._open_and_write, self._wrote, self._fail,
-                                     name="hilltop-receive")
+                            name="hilltop-receive")
 
-    async def run(self) -> None:
+    async def _receive(self) -> Any:
+        self._conn.set_frame_receiver(self._frames, self._lost)
         try:
-            if self._size == 0:
-                return
-            self._conn.set_frame_buffers(self._alloc)
-            self._worker.set_hungry(False)
-            self._idle = IdleTimer(self._reactor, self._idle_timeout,
-                                   lambda t: self._fail(stalled(t, RECEIVE_STALLED)))
-            self._conn.set_frame_receiver(self._frames, self._lost)
-            try:
-                await self._done
-            finally:
-                self._idle.stop()
-                self._conn.set_frame_receiver(None, None)
-                self._conn.set_frame_buffers(bytearray)
+            return await self._done
         finally:
-            await self._worker.stop()  # before the sink closes its file under the worker
-            # Give the buffers back now, not when the collector finds our reference cycles:
-            # a directory's unpacking comes next and needs the memory.
-            self._pool.clear()
-            self._out = bytearray()
+            self._conn.set_frame_receiver(None, None)
+
+    # what each receiver says for itself
+    def _open_and_write(self, item: tuple[list[Any], int]) -> tuple[int, int, bool]:
+        """Worker thread: open ``item``'s frames and write them; (plaintext bytes, sealed
+        bytes, whether the data ended)."""
+        raise NotImplementedError
+
+    def _lost_words(self) -> str:
+        raise NotImplementedError
+
+    def _complete(self, ended: bool) -> bool:
+        return ended
+
+    def _end(self) -> None:
+        self._done.callback(None)
+
+    def _hungry_while_reading(self) -> bool:
+        """Whether the worker hands each result over at once while the socket is read."""
+        return True
 
     # reactor thread
-    def _alloc(self, size: int) -> bytearray:
-        if size <= _FRAME_BUFFER and self._pool:
-            return self._pool.pop()
-        if size < _FRAME_BUFFER // 2:  # a v1-sized frame: not worth a pool buffer
-            return bytearray(size)
-        return bytearray(max(size, _FRAME_BUFFER))
-
     def _frames(self, frames: list[Any]) -> None:
         if self._done.called:
             return
-        self._idle.moved()
+        self._pace.moved()
         nbytes = sum(len(f) for f in frames)
         self._waiting += nbytes
         self._worker.submit((frames, nbytes))
@@ -417,21 +389,22 @@ class _RecordSink:
             self._conn.pauseProducing()
             self._worker.set_hungry(True)  # only results can resume reading now
 
-    def _wrote(self, result: tuple[int, int]) -> None:
-        plain, sealed = result
+    def _wrote(self, result: tuple[int, int, bool]) -> None:
+        plain, sealed, ended = result
         self._waiting -= sealed
-        self._written += plain
-        self._progress(plain)
+        self._received += plain
+        if plain:
+            self._progress(plain)
         if self._done.called:
             return
-        self._idle.moved()  # our own slow disk is not the sender's silence
-        if self._written >= self._size:
-            self._done.callback(None)
+        self._pace.moved()  # our own slow disk (or stdout) is not the sender's silence
+        if self._complete(ended):
+            self._end()
         elif self._broken and not self._worker.pending:
             self._report_lost()
         elif self._paused and self._waiting < _RECEIVE_AHEAD // 2:
             self._paused = False
-            self._worker.set_hungry(self._written + self._waiting >= self._size)
+            self._worker.set_hungry(self._hungry_while_reading())
             self._conn.resumeProducing()
 
     def _fail(self, err: BaseException) -> None:
@@ -449,12 +422,63 @@ class _RecordSink:
 
     def _report_lost(self) -> None:
         if not self._done.called:
-            self._done.errback(TransitError(
-                f"the connection to the sender broke after {self._written} of {self._size} "
-                "bytes; the file was not saved"))
+            self._done.errback(TransitError(self._lost_words()))
+
+
+class _RecordSink(_Receiver):
+    """Receives ``size`` bytes into ``sink`` (:class:`_Receiver`), pooling frame buffers.
+
+    ``inline=True`` does the worker's part on the reactor thread instead (:class:`InlineWorker`):
+    for a v1 sender, which is single-threaded and keeps one core busy by itself. Against
+    official 0.24 it used less CPU than the worker thread in 6 of 6 A/B runs of 1 GiB
+    (3.7-4.3 s against 4.2-5.1 s) and finished sooner in 4 of 6.
+    """
+
+    def __init__(self, reactor: Any, channel: Channel,
+                 sink: Sink, size: int,
+                 progress: Progress, *, inline: bool = False,
+                 pace: Pace = UNWATCHED) -> None:
+        super().__init__(reactor, channel, sink, progress, pace, inline=inline)
+        self._size = size
+        self._pool: deque[bytearray] = deque()  # frame buffers, back from the worker
+
+    async def run(self) -> None:
+        try:
+            if self._size == 0:
+                return
+            self._conn.set_frame_buffers(self._alloc)
+            self._worker.set_hungry(False)
+            try:
+                await self._receive()
+            finally:
+                self._conn.set_frame_buffers(bytearray)
+        finally:
+            await self._worker.stop()  # before the sink closes its file under the worker
+            # Give the buffers back now, not when the collector finds our reference cycles:
+            # a directory's unpacking comes next and needs the memory.
+            self._pool.clear()
+            self._out = bytearray()
+
+    def _complete(self, ended: bool) -> bool:
+        return self._received >= self._size
+
+    def _hungry_while_reading(self) -> bool:
+        return self._received + self._waiting >= self._size
+
+    def _lost_words(self) -> str:
+        return (f"the connection to the sender broke after {self._received} of {self._size} "
+                "bytes; the file was not saved")
+
+    # reactor thread
+    def _alloc(self, size: int) -> bytearray:
+        if size <= _FRAME_BUFFER and self._pool:
+            return self._pool.pop()
+        if size < _FRAME_BUFFER // 2:  # a v1-sized frame: not worth a pool buffer
+            return bytearray(size)
+        return bytearray(max(size, _FRAME_BUFFER))
 
     # worker thread
-    def _open_and_write(self, item: tuple[list[Any], int]) -> tuple[int, int]:
+    def _open_and_write(self, item: tuple[list[Any], int]) -> tuple[int, int, bool]:
         """Open the frames and write (and hash) them a buffer at a time
         (:func:`records.open_into`), then give pooled frame buffers back."""
         frames, sealed = item
@@ -465,39 +489,30 @@ class _RecordSink:
                     and len(self._pool) < _POOLED):
                 frame.release()
                 self._pool.append(buffer)
-        return plain, sealed
+        return plain, sealed, False
 
 
 # --- receiving a stream of unknown length (stream-v1) ----------------------------------------
-STREAM_RECEIVE_AHEAD = 4 * records.BIG_RECORD_SIZE
-"""Sealed bytes handed to the worker but not yet written; past this, stop reading the socket."""
-STREAM_STALLED = ("the sender sent nothing more but kept the connection open; what arrived "
-                  "is incomplete (a pipe that is silent longer than that needs a larger "
-                  "--idle-timeout)")
-"""Why a stream receive stalled. The receiver cannot tell a frozen sender from a producer
-with nothing to say, so a stream's silence has the file's limit (``--idle-timeout``)."""
 
 
 async def receive_until_end(reactor: Any, channel: Channel, sink: Sink,
                               progress: Progress, *,
-                              idle_timeout: float | None = None) -> Trailer:
+                              pace: Pace = UNWATCHED) -> Trailer:
     """The stream's records into ``sink`` up to its trailer, which is returned once it
     agreed with the count. Like a sized file (:func:`receive`): on a
     thread reading the socket itself when the connection has a plain one (:mod:`bulkpump`;
     1 GiB through a pipe took 2.4 s of receiver CPU on the reactor path), else through
-    :class:`_StreamReceiver`. ``idle_timeout``: seconds without a byte from the sender
-    before :class:`StalledError` (:data:`STREAM_STALLED`), as for a file."""
+    :class:`_StreamReceiver`. ``pace``: as for :func:`receive`."""
     bulk = _bulk(channel)
     with calm_gc():
         borrowed = await bulk.borrow_socket_for_receiving()
         if borrowed is None:
-            return await _StreamReceiver(reactor, channel, sink, progress, idle_timeout).run()
+            return await _StreamReceiver(reactor, channel, sink, progress, pace).run()
         from hilltop.transit import bulkpump
 
         sock, leftover = borrowed
         pump = bulkpump.Pump(reactor, sock, _pump_stream(leftover, bulk.opener, sink),
-                             progress, "hilltop-receive", idle_timeout=idle_timeout,
-                             stalled=STREAM_STALLED)
+                             progress, "hilltop-receive", pace=pace)
         try:
             return await pump.done
         finally:
@@ -537,92 +552,33 @@ def _pump_stream(leftover: bytes, opener: records.RecordOpener,
     return work
 
 
-class _StreamReceiver:
-    """Frames from the connection; a worker thread opens each, feeds the
-    :class:`StreamReader` and writes the data to the sink, strictly in order."""
+class _StreamReceiver(_Receiver):
+    """A stream's records into ``sink`` up to its trailer (:class:`_Receiver`): the worker
+    feeds each opened frame to the :class:`StreamReader` and writes its data."""
 
     def __init__(self, reactor: Any, channel: Channel, sink: Sink,
-                 progress: Progress, idle_timeout: float | None = None) -> None:
-        from hilltop.transit.pipeline import OrderedWorker
-
-        self._reactor = reactor
-        self._idle_timeout = idle_timeout
-        self._channel = channel
-        self._conn = _bulk(channel)
-        self._sink = sink
-        self._progress = progress
-        self._opener = self._conn.opener
+                 progress: Progress, pace: Pace = UNWATCHED) -> None:
+        super().__init__(reactor, channel, sink, progress, pace)
         self._reader = StreamReader()  # worker thread only, until done fires
-        self._out = bytearray(records.BIG_RECORD_SIZE)
-        self._waiting = 0  # sealed bytes submitted, not yet handled
-        self._received = 0
-        self._paused = False
-        self._broken = False
-        self._done: defer.Deferred[Trailer] = defer.Deferred()
-        self._worker = OrderedWorker(reactor, self._open_and_write, self._wrote, self._fail,
-                                     name="hilltop-receive")
 
     async def run(self) -> Trailer:
-        self._idle = IdleTimer(
-            self._reactor, self._idle_timeout,
-            lambda t: self._fail(stalled(t, STREAM_STALLED)))
-        self._conn.set_frame_receiver(self._frames, self._lost)
         try:
-            return await self._done
+            trailer: Trailer = await self._receive()
+            return trailer
         finally:
-            self._idle.stop()
-            self._conn.set_frame_receiver(None, None)
             await self._worker.stop()  # before the sink closes its file under the worker
 
-    # reactor thread
-    def _frames(self, frames: list[Any]) -> None:
-        if self._done.called:
-            return
-        self._idle.moved()
-        nbytes = sum(len(f) for f in frames)
-        self._waiting += nbytes
-        self._worker.submit((frames, nbytes))
-        if self._waiting >= STREAM_RECEIVE_AHEAD and not self._paused:
-            self._paused = True
-            self._conn.pauseProducing()
-
-    def _wrote(self, result: tuple[int, int, bool]) -> None:
-        plain, sealed, ended = result
-        self._waiting -= sealed
-        self._received += plain
-        if plain:
-            self._progress(plain)
-        if self._done.called:
-            return
-        self._idle.moved()  # our own slow consumer (stdout) is not the sender's silence
-        if ended:
-            try:
-                trailer = self._reader.check()
-            except BaseException as err:  # noqa: BLE001 - handed to the waiting caller
-                self._done.errback(err)
-            else:
-                self._done.callback(trailer)
-        elif self._broken and not self._worker.pending:
-            self._report_lost()
-        elif self._paused and self._waiting < STREAM_RECEIVE_AHEAD // 2:
-            self._paused = False
-            self._conn.resumeProducing()
-
-    def _fail(self, err: BaseException) -> None:
-        self._channel.close()
-        if not self._done.called:
+    def _end(self) -> None:
+        try:
+            trailer = self._reader.check()
+        except BaseException as err:  # noqa: BLE001 - handed to the waiting caller
             self._done.errback(err)
+        else:
+            self._done.callback(trailer)
 
-    def _lost(self, _err: Exception) -> None:
-        self._broken = True
-        if not self._worker.pending:
-            self._report_lost()
-
-    def _report_lost(self) -> None:
-        if not self._done.called:
-            self._done.errback(TransitError(
-                f"the connection to the sender broke after {self._received} bytes, before the "
-                "end of its stream: what arrived is incomplete"))
+    def _lost_words(self) -> str:
+        return (f"the connection to the sender broke after {self._received} bytes, before the "
+                "end of its stream: what arrived is incomplete")
 
     # worker thread
     def _open_and_write(self, item: tuple[list[Any], int]) -> tuple[int, int, bool]:

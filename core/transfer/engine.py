@@ -17,9 +17,12 @@ The order is fixed by the official peers (protocol summary, section 4): the send
 and the receiver replies with one record carrying the SHA-256 of what it got.
 
 Every wait for the peer that has a limit is a deadline here: the offer after the key
-(``offer_timeout``), each control record (proof, decision, ack) and, through
-:attr:`Plan.idle_timeout` handed over with :class:`StartBulk`, the bulk's own silence, which
-only the data path can measure (it alone tells a silent pipe from a peer that stopped reading).
+(``offer_timeout``), each control record (proof, decision, ack) and the bulk's silence
+(:attr:`Plan.idle_timeout`). For the bulk the data path reports what it sees and the engine
+keeps the clock: :meth:`TransferEngine.moved` (bytes moved, reported as the progress is, so
+a few times a second at most on the fast path) and, for the sender, :meth:`TransferEngine.held`
+(the receiver holds us back). A sender's clock runs only while held: a pipe with nothing to
+say is no stall of the receiver's. One place decides, one timer in the shell wakes it.
 """
 
 from __future__ import annotations
@@ -50,6 +53,14 @@ NOT_A_STREAM_PEER = ("the sender is streaming data of unknown length (a pipe), w
 """The ``error`` text a receiver without ``stream-v1`` gets."""
 REJECTED = "transfer rejected"
 """The ``error`` text official receivers send when they refuse an offer."""
+SEND_STALLED = "the receiver stopped taking data but kept the connection open"
+RECEIVE_STALLED = ("the sender stopped sending but kept the connection open; "
+                   "the file was not saved")
+STREAM_STALLED = ("the sender sent nothing more but kept the connection open; what arrived "
+                  "is incomplete (a pipe that is silent longer than that needs a larger "
+                  "--idle-timeout)")
+"""Why a stream receive stalled. The receiver cannot tell a frozen sender from a producer
+with nothing to say, so a stream's silence has the file's limit (``--idle-timeout``)."""
 
 
 @dataclass(frozen=True)
@@ -127,11 +138,12 @@ class ResumeSinkAt:
 @dataclass(frozen=True)
 class StartBulk:
     """Move the data: the sender from ``offset`` (continuing ``hasher`` if any), the
-    receiver ``size`` bytes (None: a stream, to its trailer). Then
-    :meth:`TransferEngine.bulk_done` or :meth:`TransferEngine.failed`."""
+    receiver ``size`` bytes (None: a stream, to its trailer), reporting
+    :meth:`TransferEngine.moved` and :meth:`TransferEngine.held`. Then
+    :meth:`TransferEngine.bulk_done` or :meth:`TransferEngine.failed`; a stall is the
+    engine's :class:`Failed`, after which the shell stops the data path."""
     offset: int
     size: int | None
-    idle_timeout: float | None
     hasher: Any = None
 
 
@@ -247,6 +259,7 @@ class TransferEngine:
     _heard: bool = False
     _offer_timeout: float = 0.0
     _trailer: Trailer | None = None
+    _idle_from: float | None = None  # MOVING: since when we wait on the peer (None: we don't)
 
     # --- construction -------------------------------------------------------------------------
     @classmethod
@@ -281,6 +294,11 @@ class TransferEngine:
             return None
         if self.stage is Stage.WAITING_OFFER:
             return self._offer_deadline
+        if self.stage is Stage.MOVING:
+            idle = self.plan.idle_timeout
+            if idle is None or self._idle_from is None:
+                return None
+            return self._idle_from + idle
         return self._wait.until if self._wait is not None else None
 
     @property
@@ -296,6 +314,11 @@ class TransferEngine:
             self._fail(SilentPeerError(
                 f"the sender said nothing for {self._offer_timeout:g} s after the code was "
                 "confirmed: it may have given up and closed its side (nothing was received)"))
+            return
+        if self.stage is Stage.MOVING:
+            why = (SEND_STALLED if self.role == "sender"
+                   else STREAM_STALLED if self.plan.stream else RECEIVE_STALLED)
+            self._fail(StalledError(f"nothing moved for {self.plan.idle_timeout:g} s: {why}"))
             return
         assert self._wait is not None
         self._fail(StalledError(
@@ -341,7 +364,7 @@ class TransferEngine:
             else:
                 self._expect_record("proving the file it resumes", now)
         else:
-            self._start_bulk(0, None)
+            self._start_bulk(0, None, now)
 
     def proof_ready(self, proof: Any, now: float) -> None:
         """Our proof of the kept prefix: the sender's :class:`resume.PrefixProof`, the
@@ -352,7 +375,7 @@ class TransferEngine:
         if self.role == "sender":
             self._send_proof_if_ready(now)
         else:
-            self._decide_resume()
+            self._decide_resume(now)
 
     def record(self, data: bytes, now: float) -> None:
         """The peer's next record (after :class:`ReadRecord`)."""
@@ -370,11 +393,11 @@ class TransferEngine:
                 return
             if not start:
                 self._emit(Resumed(0, "the receiver's partial differs from this file"))
-                self._start_bulk(0, None)
+                self._start_bulk(0, None, now)
             else:
                 self._emit(Resumed(start, ""))
                 self._resumed = True
-                self._start_bulk(start, self._our_proof.whole)
+                self._start_bulk(start, self._our_proof.whole, now)
         elif self.stage is Stage.PROVING:
             try:
                 self._their_proof = resume.parse_proof(data)
@@ -382,7 +405,7 @@ class TransferEngine:
                 self._fail(err)
                 return
             self._heard = True
-            self._decide_resume()
+            self._decide_resume(now)
 
     def channel_lost(self, error: BaseException) -> None:
         """The channel failed while we waited for a record."""
@@ -400,9 +423,19 @@ class TransferEngine:
             doing = wait.doing if wait is not None else "transferring"
             self._fail(TransferError(f"the peer closed the connection while {doing}"))
 
-    def moved(self) -> None:
-        """Bytes moved: the receiver knows the sender heard its answer."""
+    def moved(self, now: float) -> None:
+        """The bulk moved bytes at ``now``: the receiver knows the sender heard its answer,
+        and its wait for the next bytes starts over; the sender is no longer held back.
+        Costs one comparison: the shell's timer finds the later deadline when it fires."""
         self._heard = True
+        if self.stage is Stage.MOVING:
+            self._idle_from = now if self.role == "receiver" else None
+
+    def held(self, now: float) -> None:
+        """The sender's bulk waits on the receiver (its window is full) from ``now``: the
+        idle clock runs until :meth:`moved`. The receiver always waits on the sender."""
+        if self.stage is Stage.MOVING and self._idle_from is None:
+            self._idle_from = now
 
     def bulk_done(self, result: Any, now: float) -> None:
         """The data moved: the sender's digest (or None), the receiver's stream trailer
@@ -600,7 +633,7 @@ class TransferEngine:
             self._emit(ProvePrefix(resume_offset, salt))
         self._emit(Connect(self._peer_transit))
 
-    def _decide_resume(self) -> None:
+    def _decide_resume(self, now: float) -> None:
         if self._their_proof is None or self._our_proof is None or self.finished:
             return
         assert self._resume_request is not None
@@ -609,14 +642,15 @@ class TransferEngine:
         self._emit(ResumeSinkAt(start, self.plan.hashed))
         self._emit(SendRecord(resume.decision_record(start)))
         self._emit(Resumed(start, "" if start else "the partial differs from the sender's file"))
-        self._start_bulk(start, None)
+        self._start_bulk(start, None, now)
 
     # --- helpers --------------------------------------------------------------------------
-    def _start_bulk(self, offset: int, hasher: Any) -> None:
+    def _start_bulk(self, offset: int, hasher: Any, now: float) -> None:
         self._emit(Connected(self._description))
         self._stage("move")
+        self._idle_from = now if self.role == "receiver" else None
         size = None if self._size is None else self._size - offset
-        self._emit(StartBulk(offset, size, self.plan.idle_timeout, hasher))
+        self._emit(StartBulk(offset, size, hasher))
 
     def _expect_record(self, doing: str, now: float) -> None:
         idle = self.plan.idle_timeout

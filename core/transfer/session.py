@@ -311,8 +311,19 @@ class _Shell:
         self.engine.channel_up(channel.description, now)
 
     def _moved(self, nbytes: int) -> None:
-        self.engine.moved()
+        """The receiver's progress: bytes in from the sender. (A sender's progress counts
+        bytes handed to the connection, which may hold them: its pace says when it waits.)"""
+        self.engine.moved(self.reactor.seconds())
         self.listener.progress(nbytes)
+
+    # the data path's Pace (hilltop.transfer.datapath.Pace): the engine keeps the idle clock
+    def moved(self) -> None:
+        self.engine.moved(self.reactor.seconds())
+
+    def held(self) -> None:
+        self.engine.held(self.reactor.seconds())
+        if self._timer is None or not self._timer.active():
+            self._arm()  # a sender's clock starts now; a later deadline waits for the timer
 
     async def _bulk(self, start: eng.StartBulk) -> Any:
         from hilltop.transfer import datapath
@@ -323,19 +334,18 @@ class _Shell:
             if plan.stream:
                 digest = await datapath.send_until_end(
                     self.reactor, channel, self.source, self.listener.progress,
-                    plan.record_size, plan.hashed, idle_timeout=start.idle_timeout)
+                    plan.record_size, plan.hashed, pace=self)
                 return (self.source.position, digest)
             if start.offset:
                 self.source.skip_to(start.offset)
             return await datapath.send(self.reactor, channel, self.source,
                                        self.listener.progress, plan.record_size, plan.hashed,
-                                       hasher=start.hasher, idle_timeout=start.idle_timeout)
+                                       hasher=start.hasher, pace=self)
         if start.size is None:
             return await datapath.receive_until_end(self.reactor, channel, self.sink,
-                                                    self._moved,
-                                                    idle_timeout=start.idle_timeout)
+                                                    self._moved, pace=self)
         await datapath.receive(self.reactor, channel, self.sink, start.size, self._moved,
-                               inline=plan.v1_peer, idle_timeout=start.idle_timeout)
+                               inline=plan.v1_peer, pace=self)
         return None
 
     def _wake(self, offer: Offer) -> None:

@@ -19,7 +19,10 @@ keeps the connection: it flushes everything written before the thread starts, ke
 on the sender's side (the peer's ack, or its hang-up, which stops the thread), and carries on
 with ordinary records afterwards, with the nonce counters where the thread left them.
 Progress goes to the reactor thread every :data:`REPORT_EVERY` bytes or
-:data:`REPORT_SECONDS`, whichever comes first.
+:data:`REPORT_SECONDS`, whichever comes first. The thread keeps no idle clock: a ``send`` or
+``recv`` that waited :data:`WAIT_SECONDS` in vain tells the reactor the peer holds it back
+(``pace.held``), the first byte after that that it moves again (``pace.moved``), and the
+transfer engine decides when that is a stall; then the shell stops the pump (:meth:`Pump.stop`).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from typing import Any, Generic, TypeVar
 from twisted.internet import defer
 
 from hilltop._runtime.awaitable import once_fired
-from hilltop.errors import StalledError, TransitError
+from hilltop.errors import TransitError
 from hilltop.transit import records
 
 T = TypeVar("T")
@@ -83,19 +86,16 @@ class Pump(Generic[T]):
 
     The work function uses :meth:`send_all`, :meth:`recv_into` and :meth:`report`;
     :meth:`stop` from the reactor thread shuts the socket down, which wakes any blocked call.
-    ``idle_timeout``: seconds a blocked ``send``/``recv`` may go without moving a byte before
-    the work fails with :class:`StalledError` (``stalled`` says why, for a person); None
-    waits for ever.
+    ``pace`` (``held()``, ``moved()``, called on the reactor thread) hears when a blocked
+    ``send``/``recv`` starts and stops waiting on the peer: once per wait, not per call.
     """
 
     def __init__(self, reactor: Any, sock: socket.socket, work: Callable[[Pump[T]], T],
-                 progress: Callable[[int], None], name: str, *,
-                 idle_timeout: float | None = None, stalled: str = "") -> None:
+                 progress: Callable[[int], None], name: str, *, pace: Any = None) -> None:
         self._reactor = reactor
         self.sock = sock
-        self._idle_timeout = idle_timeout
-        self._stalled = stalled or "the peer stopped moving data but kept the connection open"
-        self._moved_at = time.monotonic()
+        self._pace = pace
+        self._held = False  # pump thread only: pace.held() went, pace.moved() not yet
         self._work = work
         self._progress = progress
         self._unreported = 0
@@ -144,14 +144,15 @@ class Pump(Generic[T]):
             try:
                 sent = self.sock.send(data)
             except TimeoutError:
-                self._check_idle()
+                self._waiting_on_peer()
                 continue
             except OSError as err:
                 self._check()
                 raise TransitError(  # the same words as when the reactor sees it first
                     f"the transit connection closed while sending ({err.strerror})") from None
             data = data[sent:]
-            self._moved_at = time.monotonic()
+            if self._held:
+                self._moving_again()
 
     def recv_into(self, buffer: memoryview,
                   on_timeout: Callable[[], None] | None = None) -> int:
@@ -162,14 +163,15 @@ class Pump(Generic[T]):
             try:
                 got = self.sock.recv_into(buffer)
             except TimeoutError:
-                self._check_idle()
+                self._waiting_on_peer()
                 if on_timeout is not None:
                     on_timeout()
                 continue
             except OSError:
                 self._check()
                 return 0  # reset by the peer: the caller reports how far it got
-            self._moved_at = time.monotonic()
+            if self._held:
+                self._moving_again()
             return got
 
     def report(self, nbytes: int, final: bool = False) -> None:
@@ -185,10 +187,15 @@ class Pump(Generic[T]):
         if self._stopping:
             raise _Stopped
 
-    def _check_idle(self) -> None:
-        limit = self._idle_timeout
-        if limit is not None and time.monotonic() - self._moved_at >= limit:
-            raise StalledError(f"nothing moved for {limit:g} s: {self._stalled}")
+    def _waiting_on_peer(self) -> None:
+        if not self._held and self._pace is not None:
+            self._held = True
+            self._reactor.callFromThread(self._pace.held)
+
+    def _moving_again(self) -> None:
+        self._held = False
+        if self._pace is not None:
+            self._reactor.callFromThread(self._pace.moved)
 
     def _run(self) -> None:
         try:

@@ -27,7 +27,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from twisted.internet import defer
@@ -100,7 +100,12 @@ class _Attempt:
 
 
 class TransitRunner:
-    """One transit session: our hints, the race over the peer's hints, the winning stream."""
+    """One transfer's transit: our hints, the race over the peer's hints, the winning stream.
+
+    One race at a time. Once it ended (won, failed, cancelled), :meth:`next_race` makes room
+    for another for the same transfer (the same key and role; fresh hints, a new transit
+    session for the transports): where a reconnecting channel, a better path found later or
+    another relay goes. The streams already won stay the caller's."""
 
     def __init__(
         self,
@@ -180,13 +185,33 @@ class TransitRunner:
         Cancelling the returned Deferred abandons the race and cleans up.
         """
         if self._result is not None:
-            raise RuntimeError("connect() may only be called once per TransitRunner")
+            raise RuntimeError("connect() may be called once per race: call next_race() first")
         self._result = DualDeferred(self._cancelled)
         result = self._result
         d = self.our_hints()
         d.addCallback(lambda _hints: self._begin_race(list(peer_hints)))
         d.addErrback(self._fail_result)
         return result
+
+    async def next_race(self) -> None:
+        """End this race (as :meth:`stop`: losers closed, transports stopped) and make room
+        for another: then :meth:`our_hints` starts the transports again in a new
+        :class:`TransitSession` (fresh hints: new listening ports, a new relay side) and
+        :meth:`connect` races them. Raises RuntimeError while a race is still running
+        (cancel its :meth:`connect` first)."""
+        if self._result is not None and not self._result.called:
+            raise RuntimeError("a transit race is still running: cancel it first")
+        await self.stop()
+        self.session = replace(self.session)
+        self._side16 = os.urandom(8).hex()
+        self._started = None
+        self._own = []
+        self._listening = False
+        self._race = None
+        self._attempts = {}
+        self._early_inbound = []
+        self._result = None
+        self._stopping = None
 
     def _cancelled(self, d: defer.Deferred[Any]) -> None:
         d.errback(defer.CancelledError("transit connect() was cancelled"))

@@ -170,7 +170,7 @@ def test_a_file_crosses_in_the_official_order() -> None:
                 if n == "r" and isinstance(a, eng.SendMessage)]
     assert [type(m) for m in answered] == [offers.TransitMsg, offers.Answer]
     assert [a for n, a in seen if isinstance(a, eng.StartBulk)] == [
-        eng.StartBulk(0, 10, 5.0), eng.StartBulk(0, 10, 5.0)]
+        eng.StartBulk(0, 10), eng.StartBulk(0, 10)]
     s.bulk_done(SHA, 1.0)
     r.bulk_done(None, 1.0)
     assert r.actions() == [eng.FinishSink()]
@@ -275,7 +275,7 @@ def test_the_mailbox_lost_before_the_sender_was_heard_ends_the_receive() -> None
 
 def test_the_mailbox_lost_once_data_flows_changes_nothing() -> None:
     _s, r, _ = pair(offers.FileOffer("f", 10))
-    r.moved()
+    r.moved(0.0)
     r.mailbox_lost(RuntimeError("mailbox gone"))
     assert r.actions() == [] and not r.finished
 
@@ -315,8 +315,53 @@ def test_a_resumed_file_proves_its_prefix_both_ways() -> None:
     r.record(proof_record.data, 0.0)
     racts = r.actions()
     assert eng.ResumeSinkAt(40, True) in racts and eng.Resumed(40, "") in racts
-    assert eng.StartBulk(40, 60, 5.0) in racts
+    assert eng.StartBulk(40, 60) in racts
     decision = next(a for a in racts if isinstance(a, eng.SendRecord))
     s.record(decision.data, 0.0)
     sacts = s.actions()
-    assert eng.StartBulk(40, 60, 5.0, "hasher") in sacts and eng.Resumed(40, "") in sacts
+    assert eng.StartBulk(40, 60, "hasher") in sacts and eng.Resumed(40, "") in sacts
+
+
+# --- the bulk's idle deadline: the data path reports, the engine keeps the clock -------------
+@pytest.mark.parametrize(("offer", "size", "why"), [
+    (offers.FileOffer("f", 10), 10, eng.RECEIVE_STALLED),
+    (offers.StreamOffer("x"), None, eng.STREAM_STALLED)])
+def test_a_receiver_waits_on_the_sender_from_the_first_byte_it_expects(
+        offer: offers.Offer, size: int | None, why: str) -> None:
+    plan = eng.Plan(records.BIG_RECORD_SIZE, True, records.SECRETBOX, stream=size is None,
+                    idle_timeout=5.0)
+    _s, r, _ = pair(offer, plan=plan, size=size)
+    assert r.stage is eng.Stage.MOVING and r.next_deadline() == 5.0
+    r.moved(3.0)  # bytes arrived: the wait starts over, the timer finds it when it fires
+    r.handle_timer(5.0)
+    assert r.actions() == [] and r.next_deadline() == 8.0
+    r.handle_timer(8.0)
+    end = outcome(r)
+    assert isinstance(end, eng.Failed) and isinstance(end.error, StalledError)
+    assert str(end.error) == f"nothing moved for 5 s: {why}"
+
+
+def test_a_senders_clock_runs_only_while_the_receiver_holds_it_back() -> None:
+    s, _r, _ = pair(offers.FileOffer("f", 10))
+    assert s.stage is eng.Stage.MOVING and s.next_deadline() is None  # a silent source: fine
+    s.held(2.0)
+    s.held(4.0)  # still the same wait
+    assert s.next_deadline() == 7.0
+    s.moved(6.0)  # the receiver took bytes: no wait on it now
+    assert s.next_deadline() is None
+    s.handle_timer(7.0)
+    assert s.actions() == []
+    s.held(10.0)
+    s.handle_timer(15.0)
+    end = outcome(s)
+    assert isinstance(end, eng.Failed)
+    assert str(end.error) == f"nothing moved for 5 s: {eng.SEND_STALLED}"
+    s.moved(16.0)
+    assert s.next_deadline() is None and s.actions() == []
+
+
+def test_no_idle_limit_means_no_bulk_deadline() -> None:
+    plan = eng.Plan(records.BIG_RECORD_SIZE, True, records.SECRETBOX)
+    s, r, _ = pair(offers.FileOffer("f", 10), plan=plan)
+    s.held(1.0)
+    assert s.next_deadline() is None and r.next_deadline() is None

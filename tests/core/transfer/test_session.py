@@ -6,14 +6,18 @@ ack, the receiver's wait for the offer, and the mailbox lost before the sender h
 
 from __future__ import annotations
 
+import os
+import re
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_twisted
 from twisted.internet import defer
 
-from hilltop.errors import SilentPeerError, StalledError
+from hilltop._runtime.awaitable import within
+from hilltop.errors import SilentPeerError, StalledError, TransitError
 from hilltop.hints import parse_hints
 from hilltop.transfer import engine as eng
 from hilltop.transfer import offers, session
@@ -99,8 +103,55 @@ async def test_a_receiver_that_never_acks_stalls_the_sender(stream: bool) -> Non
     if stream:  # the end marker and the trailer went before the wait
         assert await cr.receive_record() == b""
         assert await cr.receive_record()
-    await cs.when_closed()  # the shell dropped the channel of the failed transfer
-    cr.close()
+    # The channel of the failed transfer is dropped, not kept for later (it was a "the
+    # connection still works afterwards" check when a story's helper timed out alone): our
+    # side is closed and refuses to send; the peer's next read ends with a clean
+    # TransitError at once, not a hang nor a garbled record.
+    await within(cs.when_closed(), BOUND, reactor, lambda: AssertionError("channel leaked"))
+    with pytest.raises(TransitError, match="cannot send"):
+        cs.send_record(b"late")
+    read = within(cr.receive_record(), BOUND, reactor, lambda: AssertionError("peer hangs"))
+    with pytest.raises(TransitError):
+        await read
+    await within(cr.when_closed(), BOUND, reactor, lambda: AssertionError("peer not closed"))
+    await s.stop()
+    await r.stop()
+
+
+@pytest.mark.parametrize("path", ["pump", "reactor"])
+@pytest_twisted.ensureDeferred
+async def test_a_stream_sender_that_stops_mid_stream_stalls_the_receiver(
+        tmp_path: Path, path: str) -> None:
+    """The receiver's side of a stalled stream (issue 28): the sender sent some of its
+    stream, then nothing, its connection open. The receiver ends after the idle time-out
+    with the stall message, keeps nothing that looks like the stream, and drops the channel
+    (the sender sees it close)."""
+    from twisted.internet import reactor
+
+    from hilltop.transfer.filesink import UNKNOWN_SIZE, FileSink
+
+    s, r, cs, cr = await connected_pair(reactor)
+    if path == "reactor":  # the reactor-driven pipeline instead of the bulk pump's thread
+        for conn in (cs, cr):
+            conn.stream.lend_socket = lambda: defer.succeed(None)
+    plan = eng.Plan(records.BIG_RECORD_SIZE, True, records.SECRETBOX, stream=True,
+                    idle_timeout=IDLE)
+    engine = eng.TransferEngine.receiver(plan, reactor.seconds())
+    engine.actions()  # its read of the mailbox: the offer came already
+    engine.offer = offers.StreamOffer("out.bin")
+    engine.stage = eng.Stage.CONNECTING
+    shell = session._Shell(reactor, QuietWormhole(), engine, session.Listener())  # noqa: SLF001
+    shell.sink = FileSink(str(tmp_path / "out.bin"), UNKNOWN_SIZE)
+    for _ in range(3):
+        cs.send_record(b"s" * 1000)  # part of the stream; no end marker, no trailer
+    started = time.monotonic()
+    shell.feed(lambda now: shell._up(cr, now))  # noqa: SLF001 - the race is won
+    stalled = re.escape(f"nothing moved for 0.3 s: {eng.STREAM_STALLED}")
+    with pytest.raises(StalledError, match=stalled):
+        await shell.wait()
+    assert IDLE <= time.monotonic() - started < BOUND
+    assert os.listdir(tmp_path) == []  # neither out.bin nor its partial
+    await cs.when_closed()  # the receiver dropped the channel: the sender is not held
     await s.stop()
     await r.stop()
 

@@ -11,7 +11,7 @@ import threading
 
 import pytest
 import pytest_twisted
-from test_datapath import connected_pair
+from loopback_transit import connected_pair
 from twisted.internet import defer
 
 from hilltop.errors import ProtocolError, TransitError, UnsendableError

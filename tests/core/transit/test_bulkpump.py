@@ -15,7 +15,7 @@ import pytest
 import pytest_twisted
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_datapath import connected_pair, records_carry_on_then_close
+from loopback_transit import EndlessSource, connected_pair, records_carry_on_then_close
 from twisted.internet import defer, task
 
 from hilltop.errors import BadRecordError, ProtocolError, TransitError
@@ -221,23 +221,13 @@ async def test_garbage_from_the_sender_is_refused(tmp_path: Path, garbage: str) 
     await r.stop()
 
 
-class _EndlessSource:
-    """Reads forever (so only the peer or a cancel can end the send)."""
-
-    size = 1 << 62  # as announced: far more than will ever be read
-
-    def readinto(self, buffer) -> int:
-        buffer[:] = b"\0" * len(buffer)
-        return len(buffer)
-
-
 @pytest_twisted.ensureDeferred
 async def test_receiver_hanging_up_stops_the_sending_thread() -> None:
     from twisted.internet import reactor
 
     s, r, cs, cr = await connected_pair(reactor)
     sending = defer.ensureDeferred(datapath.send(
-        reactor, cs, _EndlessSource(), lambda _n: None, records.BIG_RECORD_SIZE, False))
+        reactor, cs, EndlessSource(), lambda _n: None, records.BIG_RECORD_SIZE, False))
     await task.deferLater(reactor, 0.2, lambda: None)
     cr.stream.transport.abortConnection()  # type: ignore[attr-defined]  # a hard hang-up
     with pytest.raises(TransitError):
@@ -254,7 +244,7 @@ async def test_cancelling_the_send_stops_the_thread() -> None:
     s, r, cs, cr = await connected_pair(reactor)
     cr.pauseProducing()  # nobody reads: the thread blocks in send()
     sending = defer.ensureDeferred(datapath.send(
-        reactor, cs, _EndlessSource(), lambda _n: None, records.BIG_RECORD_SIZE, False))
+        reactor, cs, EndlessSource(), lambda _n: None, records.BIG_RECORD_SIZE, False))
     await task.deferLater(reactor, 0.3, lambda: None)
     sending.cancel()
     with pytest.raises(defer.CancelledError):

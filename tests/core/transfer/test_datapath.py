@@ -16,22 +16,17 @@ from pathlib import Path
 
 import pytest
 import pytest_twisted
+from loopback_transit import connected_pair, records_carry_on_then_close
 from twisted.internet import defer
 
 from hilltop.errors import LocalError
-from hilltop.hints import parse_hints
 from hilltop.rendezvous import capabilities
 from hilltop.transfer import datapath, filesink, session
 from hilltop.transfer.filesink import FileSink
 from hilltop.transfer.offers import FileOffer
 from hilltop.transfer.source import FileSource
 from hilltop.transit import records
-from hilltop.transit.connection import TransitConnection
 from hilltop.transit.pipeline import OrderedWorker
-from hilltop.transit.plugins import load_transports
-from hilltop.transit.runner import TransitRunner
-
-TK = bytes(range(32))
 
 
 # --- OrderedWorker ------------------------------------------------------------------------------
@@ -110,21 +105,6 @@ async def test_inline_worker_keeps_the_same_contract() -> None:
 
 
 # --- end to end over loopback -------------------------------------------------------------------
-async def connected_pair(reactor, cipher: records.Cipher = records.SECRETBOX):
-    def runner(role, **kw):
-        return TransitRunner(reactor, role, TK, transports=load_transports(["direct-tcp"]),
-                             local_addresses=["127.0.0.1"], **kw)
-
-    s, r = runner("sender"), runner("receiver", no_listen=True)
-    s_hints, r_hints = await s.our_hints(), await r.our_hints()
-    ws, wr = await defer.gatherResults([
-        s.connect(parse_hints([h.to_wire() for h in r_hints])),
-        r.connect(parse_hints([h.to_wire() for h in s_hints]))])
-    cs = TransitConnection(ws, "sender", TK, cipher)
-    cr = TransitConnection(wr, "receiver", TK, cipher)
-    return s, r, cs, cr
-
-
 AES = pytest.mark.skipif(capabilities.AES_RECORDS not in capabilities.FEATURES,
                          reason="no hardware AES here")
 
@@ -219,19 +199,6 @@ async def test_a_transfer_leaves_nothing_frozen(tmp_path: Path, reactor_path: bo
     assert frozen_midway and all(frozen_midway)  # calmed while the bytes moved...
     assert gc.get_freeze_count() == 0  # ...and given back after
     await records_carry_on_then_close(s, r, cs, cr)
-
-
-async def records_carry_on_then_close(s, r, cs, cr) -> None:
-    """After a bulk transfer ordinary records still work both ways (the nonce counts carried
-    on); then close everything."""
-    cr.send_record(b"ack")
-    assert await cs.receive_record() == b"ack"
-    cs.send_record(b"more")
-    assert await cr.receive_record() == b"more"
-    await cr.close()
-    await cs.when_closed()
-    await s.stop()
-    await r.stop()
 
 
 @pytest.mark.parametrize("inline", [False, True])

@@ -1,5 +1,6 @@
 """The L2 engine against bytes official 0.24's own classes wrote (integration/
-official_dilation_vectors.py made tests/core/dilation_vectors.json), and its failure cases."""
+official_dilation_vectors.py made tests/core/dilation/dilation_vectors.json), and its failure
+cases."""
 
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ from twisted.internet.task import deferLater
 from hilltop.errors import TransitError
 from hilltop.hints import RawHint, direct_tcp_v1, parse_hints
 from hilltop.hookspecs import TransportInfo, hookimpl
+from hilltop.testing import free_port
 from hilltop.transit.connection import TransitConnection
 from hilltop.transit.plugins import load_transports
 from hilltop.transit.race import RaceConfig
@@ -380,4 +381,49 @@ async def test_each_attempt_is_reported_to_the_watcher() -> None:
     with pytest.raises(TransitError, match="refused"):  # the race's own outcome, not the bug
         await quiet.connect([direct_tcp_v1.Hint("127.0.0.1", dead)])
     await quiet.stop()
+    await leaks.check()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_second_race_for_the_same_transfer_gets_fresh_hints_and_connects() -> None:
+    """Issue 28: the runner was one-shot ("connect() may only be called once"), so a
+    reconnecting channel had nowhere to go. After the first race, next_race() makes room for
+    another: same key and role, fresh hints (a new listening port), and both connections
+    work side by side, the first one still the caller's."""
+    from twisted.internet import reactor
+
+    leaks = Leaks(reactor)
+    s, r = runner(reactor, "sender"), runner(reactor, "receiver", no_listen=True)
+    first_hints = await s.our_hints()
+    cs1, cr1 = await pair(s, r)
+    with pytest.raises(RuntimeError, match="next_race"):
+        s.connect([])  # one race at a time, still
+    await defer.gatherResults([defer.ensureDeferred(s.next_race()),
+                               defer.ensureDeferred(r.next_race())])
+    second_hints = await s.our_hints()
+    assert {h.port for h in second_hints}.isdisjoint({h.port for h in first_hints})
+    cs2, cr2 = await pair(s, r)
+    await exchange(cs2, cr2)
+    await exchange(cs1, cr1)  # the first race's connection was left alone
+    await cr2.close()
+    await cs2.when_closed()
+    await finish(reactor, leaks, s, r, cs1, cr1)
+
+
+@pytest_twisted.ensureDeferred
+async def test_no_second_race_while_one_runs() -> None:
+    from twisted.internet import reactor
+
+    leaks = Leaks(reactor)
+    s = runner(reactor, "sender")
+    racing = s.connect(parse_hints([{"type": "direct-tcp-v1", "hostname": "127.0.0.1",
+                                     "port": free_port(), "priority": 0.0}]))
+    await s.our_hints()
+    with pytest.raises(RuntimeError, match="still running"):
+        await s.next_race()
+    racing.addErrback(lambda _f: None)
+    racing.cancel()
+    await s.next_race()  # once cancelled, there is room
+    assert await s.our_hints()
+    await s.stop()
     await leaks.check()
