@@ -29,6 +29,13 @@ MAX_MESSAGE = 16 * 1024 * 1024
 peer's socket gave (64 KiB for Twisted), and our records are far smaller; the limit keeps a
 hostile relay from making us buffer without end before any byte reaches the record layer."""
 
+CLOSE_HANDSHAKE_TIMEOUT = 5.0
+"""Seconds :meth:`WebSocketStream.close` waits for the relay to answer our close frame before
+autobahn drops the connection. autobahn's default is 1 s, but its timers are rounded down to a
+whole second (txaio's batched timer truncates ``now + delay``), so 1 s meant anywhere from 0 to
+1 s: a loaded sender could drop the connection (a TCP reset) before its last message and close
+frame had left, and the receiver then lost that message."""
+
 
 @functools.cache
 def _autobahn() -> tuple[Any, type]:
@@ -157,7 +164,9 @@ def dial_websocket(reactor: Any, url: str, description: str, *, timeout: float =
     factory.protocol = protocol_class
     factory.stream = stream
     factory.setProtocolOptions(openHandshakeTimeout=timeout, maxMessagePayloadSize=MAX_MESSAGE,
-                               maxFramePayloadSize=MAX_MESSAGE)
+                               maxFramePayloadSize=MAX_MESSAGE,
+                               closeHandshakeTimeout=CLOSE_HANDSHAKE_TIMEOUT,
+                               serverConnectionDropTimeout=CLOSE_HANDSHAKE_TIMEOUT)
     connecting = endpoint.connect(factory)
     connected: list[Any] = []  # our protocol, once TCP (and TLS) are up
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 
 import pytest
@@ -187,6 +188,36 @@ async def test_tcp_client_meets_websocket_client_and_bytes_are_a_stream(
     await a.when_closed()  # the relay closes the TCP side when the WebSocket side closes
     await b.when_closed()
     await settle(reactor, baseline, calls)
+
+
+@pytest_twisted.ensureDeferred
+async def test_websocket_close_outlasts_a_stalled_relay(websocket_relay: RelayPorts) -> None:
+    """close() flushes, then closes: a relay that answers our close frame late still gets
+    every byte and a clean close. autobahn's own close timeout (1 s, and its timers round
+    down to a whole second, so 0 to 1 s) used to drop the connection first with a reset; a
+    loaded CI machine lost the sender's last record that way."""
+    from twisted.internet import reactor
+
+    t = Relay()
+    sess = TransitSession(reactor=reactor, role="sender")
+    tcp_hint = relay_v1.Hint((direct_tcp_v1.Hint("127.0.0.1", websocket_relay.tcp),))
+    ws_hint = relay_v1.Hint((websocket_v1.Hint(websocket_relay.url),))
+    receiver = await t.hilltop_transport_connect(tcp_hint, sess)
+    sender = await t.hilltop_transport_connect(ws_hint, sess)
+    got, _ = await both_ok(reactor, receiver, sender)
+    ends: list[str] = []
+    sender.start_receiving(lambda data: None, ends.append)
+    os.kill(websocket_relay.pid, signal.SIGSTOP)
+    try:
+        sender.write(b"last words")
+        sender.close()
+        await deferLater(reactor, 1.5, lambda: None)  # longer than autobahn's default
+    finally:
+        os.kill(websocket_relay.pid, signal.SIGCONT)
+    await wait_for(reactor, lambda: bool(ends), seconds=15)
+    assert ends == ["connection closed"]  # not "connection lost: ... handshake timeout"
+    await wait_for(reactor, lambda: b"".join(got) == b"last words")
+    await receiver.when_closed()
 
 
 @pytest_twisted.ensureDeferred
