@@ -17,6 +17,7 @@ from twisted.internet.task import deferLater
 from hilltop.errors import TransitError
 from hilltop.hints import direct_tcp_v1, parse_hints, parse_transit_helper, relay_v1, websocket_v1
 from hilltop.hookspecs import TransitSession
+from hilltop.streams import ByteStream
 from hilltop.transit import relayplan
 from hilltop.transit.connection import TransitConnection
 from hilltop.transit.handshake import relay_handshake
@@ -151,6 +152,17 @@ async def both_ok(reactor, a, b) -> tuple[list[bytes], list[bytes]]:
     return got_a, got_b
 
 
+async def tcp_and_websocket(reactor, relay: RelayPorts) -> tuple[ByteStream, ByteStream]:
+    """Two streams to ``relay`` through the relay transport: one to its TCP side, one to
+    its WebSocket side (not yet paired: see :func:`both_ok`)."""
+    t = Relay()
+    sess = TransitSession(reactor=reactor, role="sender")
+    tcp_hint = relay_v1.Hint((direct_tcp_v1.Hint("127.0.0.1", relay.tcp),))
+    ws_hint = relay_v1.Hint((websocket_v1.Hint(relay.url),))
+    return (await t.hilltop_transport_connect(tcp_hint, sess),
+            await t.hilltop_transport_connect(ws_hint, sess))
+
+
 async def wait_for(reactor, condition, seconds: float = 5.0) -> None:
     for _ in range(int(seconds / 0.01)):
         if condition():
@@ -167,12 +179,7 @@ async def test_tcp_client_meets_websocket_client_and_bytes_are_a_stream(
     from twisted.internet import reactor
 
     baseline, calls = open_sockets(), set(reactor.getDelayedCalls())
-    t = Relay()
-    sess = TransitSession(reactor=reactor, role="sender")
-    tcp_hint = relay_v1.Hint((direct_tcp_v1.Hint("127.0.0.1", websocket_relay.tcp),))
-    ws_hint = relay_v1.Hint((websocket_v1.Hint(websocket_relay.url),))
-    a = await t.hilltop_transport_connect(tcp_hint, sess)
-    b = await t.hilltop_transport_connect(ws_hint, sess)
+    a, b = await tcp_and_websocket(reactor, websocket_relay)
     assert b.description == f"relay {websocket_relay.url}"
     got_a, got_b = await both_ok(reactor, a, b)
     blob = os.urandom(600_000)
@@ -198,12 +205,7 @@ async def test_websocket_close_outlasts_a_stalled_relay(websocket_relay: RelayPo
     loaded CI machine lost the sender's last record that way."""
     from twisted.internet import reactor
 
-    t = Relay()
-    sess = TransitSession(reactor=reactor, role="sender")
-    tcp_hint = relay_v1.Hint((direct_tcp_v1.Hint("127.0.0.1", websocket_relay.tcp),))
-    ws_hint = relay_v1.Hint((websocket_v1.Hint(websocket_relay.url),))
-    receiver = await t.hilltop_transport_connect(tcp_hint, sess)
-    sender = await t.hilltop_transport_connect(ws_hint, sess)
+    receiver, sender = await tcp_and_websocket(reactor, websocket_relay)
     got, _ = await both_ok(reactor, receiver, sender)
     ends: list[str] = []
     sender.start_receiving(lambda data: None, ends.append)
@@ -239,12 +241,7 @@ async def test_a_websocket_stream_acknowledges_every_read_at_once(
         real(transport)
 
     monkeypatch.setattr(wsstream, "ack_now", spy)
-    t = Relay()
-    sess = TransitSession(reactor=reactor, role="sender")
-    tcp_hint = relay_v1.Hint((direct_tcp_v1.Hint("127.0.0.1", websocket_relay.tcp),))
-    ws_hint = relay_v1.Hint((websocket_v1.Hint(websocket_relay.url),))
-    a = await t.hilltop_transport_connect(tcp_hint, sess)
-    b = await t.hilltop_transport_connect(ws_hint, sess)
+    a, b = await tcp_and_websocket(reactor, websocket_relay)
     got_a, got_b = await both_ok(reactor, a, b)  # b read its "ok" (and the opening handshake)
     reads = len(acked)
     a.write(b"one record")
