@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from conftest import Peer
+    from conftest import Peer, Peers
 
 BIG = 4 * 1000**3
 """4 GB (sparse): long enough on loopback to change the file after "Sending" appears."""
@@ -89,30 +90,46 @@ def test_an_unsendable_entry_in_a_folder_is_refused_before_any_code(
 
 
 def transfer_then(hilltop: Callable[..., Peer], fresh_code: str, tmp_path: Path, what: Path,
-                  change: Callable[[], None]) -> tuple[Peer, Peer, Path]:
-    """Start sending ``what``, call ``change`` once the bytes flow; (sender, receiver, dest)."""
+                  change: Callable[[], None], receiver: Callable[..., Peer] | None = None
+                  ) -> tuple[Peer, Peer, Path]:
+    """Start sending ``what``, call ``change`` once the bytes flow; (sender, receiver, dest).
+    ``receiver``: who receives (hilltop unless given)."""
     dest = tmp_path / "dest"
     dest.mkdir()
     sender = hilltop("send", "--code", fresh_code, str(what))
-    receiver = hilltop("receive", "--accept-file", fresh_code, cwd=dest)
+    got = (receiver or hilltop)("receive", "--accept-file", fresh_code, cwd=dest)
     sender.wait_for_line(r"^Sending \(")
     change()
-    return sender, receiver, dest
+    return sender, got, dest
 
 
-def test_a_file_that_shrinks_while_sent(hilltop: Callable[..., Peer], fresh_code: str,
-                                        tmp_path: Path) -> None:
+@pytest.mark.parametrize("receiver", ["hilltop", "official"])
+def test_a_file_that_shrinks_while_sent(peers: Peers, fresh_code: str, tmp_path: Path,
+                                        receiver: str) -> None:
+    """The sender fails locally mid-file: it tells a hilltop receiver why (an ``error``
+    message, then it drops the connection), which fails at once naming that reason, far
+    inside its idle time-out; an official 0.24 receiver sees the connection drop and ends
+    too."""
     big = tmp_path / "big.bin"
     with open(big, "wb") as f:
         f.truncate(BIG)
-    sender, receiver, dest = transfer_then(hilltop, fresh_code, tmp_path, big,
-                                           lambda: os.truncate(big, 1_000_000))
-    sent, received = sender.finish(60), receiver.finish(60)
+    sender, got, dest = transfer_then(peers.hilltop, fresh_code, tmp_path, big,
+                                      lambda: os.truncate(big, 1_000_000),
+                                      getattr(peers, receiver))
+    sent = sender.finish(60)
+    failed_at = time.monotonic()
+    received = got.finish(60)
+    took = time.monotonic() - failed_at
     assert sent.returncode == 1, sent.describe()
     assert "got shorter" in one_error_line(sent.stderr), sent.describe()
     assert received.returncode != 0, received.describe()
-    one_error_line(received.stderr)
-    assert visible(dest) == [], received.describe()
+    assert took < 10, f"the receiver ended {took:.1f} s after the sender\n{received.describe()}"
+    assert "big.bin" not in visible(dest), received.describe()
+    if receiver == "hilltop":
+        line = one_error_line(received.stderr)
+        assert "the sender failed: 'big.bin' got shorter while it was being sent" in line, line
+        assert str(tmp_path) not in line, line  # the sender's folders stay its own
+        assert visible(dest) == [], received.describe()
 
 
 def test_a_folder_entry_that_vanishes_while_sent(hilltop: Callable[..., Peer],

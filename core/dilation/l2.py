@@ -10,9 +10,9 @@ messages inside one frame (Noise caps a message at 65,535 bytes with its 16-byte
 
 After the handshake the follower sends a KCM (an empty key-confirmation record) on every
 connection; the leader picks one connection that delivered it, sends its own KCM there and
-drops the rest. That is the transit race's sender/receiver split, so :class:`L2Shake` offers
-the interface of :class:`hilltop.transit.handshake.Handshake` and
-:class:`hilltop.transit.runner.TransitRunner` races it like any transit handshake: the leader
+drops the rest. That is the transit race's sender/receiver split, so :class:`L2Shake` is a
+:class:`hilltop.transit.handshake.ShakeEngine` like the transit handshake and
+:class:`hilltop.transit.runner.TransitRunner` races it the same way: the leader
 is the race's "sender" (``Ready`` = the follower's KCM arrived, ``send_go`` = our KCM), the
 follower its "receiver" (``Go`` = the leader's KCM arrived).
 
@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import struct
 from enum import Enum, auto
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hilltop._transitions import move
 from hilltop.dilation import records
 from hilltop.errors import LocalError
-from hilltop.transit.handshake import RELAY_OK, Failed, Go, HandshakeEvent, Ready, relay_handshake
+from hilltop.transit.handshake import RELAY_OK, Go, Ready, ShakeEngine
+
+if TYPE_CHECKING:
+    from hilltop.hookspecs import Role
 
 PROLOGUE_LEADER = b"Magic-Wormhole Dilation Handshake v1 Leader\n\n"
 PROLOGUE_FOLLOWER = b"Magic-Wormhole Dilation Handshake v1 Follower\n\n"
@@ -152,57 +154,25 @@ class RecordCodec:
         return out
 
 
-class L2Shake:
+class L2Shake(ShakeEngine[L2State]):
     """The opening of one L2 connection; see the module docstring for the race interface."""
+
+    _what = "the dilation handshake"
+    _moves = L2_MOVES
+    _unfinished = _WAITING
+    _records = L2State.DONE
 
     def __init__(self, leader: bool, dilation_key: bytes, relay_side16: str | None = None,
                  ephemeral: bytes | None = None) -> None:
         self.leader = leader
-        self.role = "sender" if leader else "receiver"
         ours, theirs = PROLOGUE_LEADER, PROLOGUE_FOLLOWER
         self._own_prologue, self._peer_prologue = (ours, theirs) if leader else (theirs, ours)
         self._noise = new_noise(leader, dilation_key, ephemeral)
         self._framer = Framer()
-        self._in = bytearray()  # before frames: relay answer and prologue
-        self._out = bytearray()
-        self._events: list[HandshakeEvent] = []
-        self.leftover = b""  # after DONE: encrypted frames the codec must read first
         self.early_records: list[records.Record] = []
-        self.via_relay = relay_side16 is not None
-        if relay_side16 is not None:
-            self.state = L2State.RELAY
-            self._out += relay_handshake(dilation_key, relay_side16)
-        else:
-            self.state = L2State.PROLOGUE
-            self._out += self._own_prologue
-
-    # -- the race's interface ---------------------------------------------------------------------
-    def data_to_send(self) -> bytes:
-        out = bytes(self._out)
-        self._out.clear()
-        return out
-
-    def next_event(self) -> HandshakeEvent | None:
-        return self._events.pop(0) if self._events else None
-
-    @property
-    def finished(self) -> bool:
-        return self.state not in _WAITING
-
-    def receive_data(self, data: bytes) -> None:
-        if self.state in (L2State.CLOSED, L2State.FAILED):
-            return
-        if self.state is L2State.DONE:
-            self.leftover += data
-            return
-        try:
-            self._advance(data)
-        except records.BadDilationRecord as err:
-            self._fail(str(err))
-
-    def connection_lost(self, why: str = "connection closed") -> None:
-        if not self.finished:
-            self._fail(f"{why} during the dilation handshake ({self.state.name.lower()})")
+        role: Role = "sender" if leader else "receiver"
+        super().__init__(role, dilation_key, relay_side16, self._own_prologue,
+                         (L2State.RELAY, L2State.PROLOGUE))
 
     def send_go(self) -> None:
         """Leader: this connection wins; our KCM goes out on it."""
@@ -219,32 +189,22 @@ class L2Shake:
         return RecordCodec(self._noise)
 
     # -- internals --------------------------------------------------------------------------------
-    def _move(self, event: str) -> None:
-        self.state = move(L2_MOVES, self.state, event)
-
-    def _fail(self, reason: str) -> None:
-        self._move("fail")
-        self._events.append(Failed(reason))
-
-    def _line(self, expected: bytes, what: str) -> bool:
-        have = bytes(self._in[:len(expected)])
-        if not expected.startswith(have):
-            self._fail(f"unexpected {what}: {have[:40]!r}")
-            return False
-        if len(have) < len(expected):
-            return False
-        del self._in[:len(expected)]
-        return True
-
     def _advance(self, data: bytes) -> None:
+        try:
+            self._read(data)
+        except records.BadDilationRecord as err:
+            self._fail(str(err))
+
+    def _read(self, data: bytes) -> None:
+        """Relay answer and prologue are lines (``_in``); everything after them is frames."""
         if self.state in (L2State.RELAY, L2State.PROLOGUE):
             self._in += data
             if self.state is L2State.RELAY:
-                if not self._line(RELAY_OK, "answer from relay"):
+                if not self._take_line(RELAY_OK, "answer from relay"):
                     return
                 self._move("relay ok")
                 self._out += self._own_prologue
-            if not self._line(self._peer_prologue, "dilation prologue from peer"):
+            if not self._take_line(self._peer_prologue, "dilation prologue from peer"):
                 return
             self._move("prologue")
             if self.leader:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import re
 from dataclasses import dataclass, field
 from enum import Enum, auto
 from typing import Any
@@ -61,6 +62,20 @@ STREAM_STALLED = ("the sender sent nothing more but kept the connection open; wh
                   "--idle-timeout)")
 """Why a stream receive stalled. The receiver cannot tell a frozen sender from a producer
 with nothing to say, so a stream's silence has the file's limit (``--idle-timeout``)."""
+SENDER_REASON_GRACE = 1.0
+"""Seconds a receiver whose connection to the sender broke mid-transfer waits for the
+sender's ``error`` message before failing with the broken connection: a sender that fails
+locally sends it first, then drops the connection, and the mailbox is the slower path."""
+_TELLING_STAGES = ("CONNECTING", "PROVING", "MOVING", "CONFIRMING")
+_ABSOLUTE_PATH = re.compile(r"(?:/[^/\s'\"]+)+/([^/\s'\"]+)")
+
+
+def reason_for_peer(error: BaseException) -> str:
+    """The sender's error as the ``error`` text its receiver shows: its one line, with every
+    absolute path cut to its last name (the receiver was offered only that name)."""
+    text = str(error).splitlines()[0] if str(error).strip() else type(error).__name__
+    text = _ABSOLUTE_PATH.sub(lambda m: m.group(1), text)
+    return text if len(text) <= 300 else text[:300] + "..."
 
 
 @dataclass(frozen=True)
@@ -260,6 +275,7 @@ class TransferEngine:
     _offer_timeout: float = 0.0
     _trailer: Trailer | None = None
     _idle_from: float | None = None  # MOVING: since when we wait on the peer (None: we don't)
+    _held: BaseException | None = None  # receiver: a broken connection, while the grace runs
 
     # --- construction -------------------------------------------------------------------------
     @classmethod
@@ -294,6 +310,8 @@ class TransferEngine:
             return None
         if self.stage is Stage.WAITING_OFFER:
             return self._offer_deadline
+        if self._held is not None:
+            return self._wait.until if self._wait is not None else None
         if self.stage is Stage.MOVING:
             idle = self.plan.idle_timeout
             if idle is None or self._idle_from is None:
@@ -314,6 +332,9 @@ class TransferEngine:
             self._fail(SilentPeerError(
                 f"the sender said nothing for {self._offer_timeout:g} s after the code was "
                 "confirmed: it may have given up and closed its side (nothing was received)"))
+            return
+        if self._held is not None:
+            self._fail(self._held)  # the sender said nothing more: the connection broke
             return
         if self.stage is Stage.MOVING:
             why = (SEND_STALLED if self.role == "sender"
@@ -338,6 +359,9 @@ class TransferEngine:
         """The mailbox could not deliver a message: the wormhole ended, or refused one
         (then the sender hears why, as official receivers answer)."""
         if self.finished:
+            return
+        if self.role == "receiver" and self.stage not in (Stage.WAITING_OFFER, Stage.OFFERED):
+            self.mailbox_lost(error)  # the read kept open for the sender's error message
             return
         if isinstance(error, UnknownOfferError) and self.role == "receiver":
             self._send(offers.ErrorMsg(error.reply))
@@ -476,10 +500,25 @@ class TransferEngine:
         this early sometimes), the user hears the sender may not know."""
         self._emit(Unacknowledged(why))
 
-    def failed(self, error: BaseException) -> None:
-        """Something in the shell failed (the race, the bulk, the sink, a thread)."""
-        if not self.finished:
-            self._fail(error)
+    def failed(self, error: BaseException, now: float | None = None, *,
+               tell_peer: bool = True) -> None:
+        """Something in the shell failed (the race, the bulk, the sink, a thread).
+
+        A sender past the answer tells its receiver why in an ``error`` message (unless
+        ``tell_peer`` is false: the user interrupted it), so a hilltop receiver names the
+        reason instead of "the connection broke"; an official receiver sees the connection
+        drop, which follows. A receiver whose connection broke mid-transfer (``now`` given)
+        waits :data:`SENDER_REASON_GRACE` for that message."""
+        if self.finished:
+            return
+        if self.role == "sender" and tell_peer and self.stage.name in _TELLING_STAGES:
+            self._send(offers.ErrorMsg(reason_for_peer(error)))
+        if (self.role == "receiver" and now is not None and self.stage is Stage.MOVING
+                and isinstance(error, TransitError) and not isinstance(error, StalledError)):
+            self._held = error
+            self._wait = _Wait("", now + SENDER_REASON_GRACE)
+            return
+        self._fail(error)
 
     # --- inputs: the sender -----------------------------------------------------------------
     def start_offer(self, our_transit: bytes, peer_features: frozenset[str],
@@ -572,8 +611,18 @@ class TransferEngine:
         try:
             msg = offers.parse_app_message(data)
         except ProtocolError as err:
+            if self.stage is not Stage.WAITING_OFFER:  # the transfer goes on without it
+                self._emit(ReadMessage())
+                return
             self._send(offers.ErrorMsg(getattr(err, "reply", str(err))))
             self._fail(err)
+            return
+        if self.stage is not Stage.WAITING_OFFER:  # accepted: only the sender's error counts
+            if isinstance(msg, offers.ErrorMsg):
+                held = f" ({self._held})" if self._held is not None else ""
+                self._fail(TransferError(f"the sender failed: {msg.text}{held}"))
+            else:
+                self._emit(ReadMessage())
             return
         if isinstance(msg, offers.ErrorMsg):
             self._fail(PeerRejectedError(f"the sender abandoned the transfer: {msg.text}"))
@@ -632,6 +681,7 @@ class TransferEngine:
         if request is not None:
             self._emit(ProvePrefix(resume_offset, salt))
         self._emit(Connect(self._peer_transit))
+        self._emit(ReadMessage())  # a sender that fails says why (see failed)
 
     def _decide_resume(self, now: float) -> None:
         if self._their_proof is None or self._our_proof is None or self.finished:
@@ -667,6 +717,6 @@ class TransferEngine:
         self.stage = move(_TABLE, self.stage, event)
 
     def _fail(self, error: BaseException) -> None:
-        self._wait = None
+        self._wait = self._held = None
         self._stage("fail")
         self._emit(Failed(error))

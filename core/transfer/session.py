@@ -220,7 +220,7 @@ class _Shell:
             if d in self._pending:
                 self._pending.remove(d)
             if not isinstance(failure.value, defer.CancelledError):
-                self.feed(lambda _now: self.engine.failed(failure.value))
+                self.feed(lambda now: self.engine.failed(failure.value, now))
 
         d.addCallbacks(done, failed)
 
@@ -396,7 +396,9 @@ class _Shell:
         try:
             return await waiter
         except defer.CancelledError:
-            self.engine.failed(defer.CancelledError())  # Ctrl-C: end as a failure would
+            # Ctrl-C: end as a failure would; the receiver sees the connection go (and keeps
+            # what it has, to resume)
+            self.engine.failed(defer.CancelledError(), tell_peer=False)
             self.drain()
             if self._ending is not None:
                 with contextlib.suppress(BaseException):

@@ -22,9 +22,11 @@ finish first. Every sender writes its line unprompted, so the wait cannot deadlo
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from enum import Enum, auto
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from hilltop._transitions import move
 from hilltop.rendezvous.key import derive_key
@@ -38,6 +40,7 @@ RELAY_OK = b"ok\n"
 # After the sender's Ready and before go, a well-behaved receiver sends nothing. We still keep
 # what arrives (it belongs to the record layer) but refuse to hoard more than this.
 _MAX_EARLY_BYTES = 1 << 20
+S = TypeVar("S", bound=Enum)
 
 
 def _hex_purpose(transit_key: bytes, purpose: bytes) -> str:
@@ -128,36 +131,41 @@ def _preview(data: bytes | bytearray) -> str:
     return repr(text) + ("..." if len(data) > 40 else "")
 
 
-class Handshake:
-    """The handshake of one transit connection, from first byte to go/nevermind.
+class ShakeEngine(ABC, Generic[S]):
+    """A handshake engine the transit race drives: bytes in, bytes and events out.
 
-    Its states and moves are :class:`ShakeState` and :data:`HANDSHAKE_MOVES`: ``RELAY``
-    (waiting for ``ok\\n``) -> ``PEER`` (waiting for the peer's line) -> the sender's ``READY``
-    or the receiver's ``WAIT_GO`` -> ``DONE`` | ``CLOSED``; any failure moves to ``FAILED``.
+    The race (:class:`hilltop.transit.runner.TransitRunner`) needs the same outer half from every
+    opening it runs, the transit lines here and Dilation's Noise opening
+    (:class:`hilltop.dilation.l2.L2Shake`): the pending output, the event queue, "finished", and
+    once the opening is done the bytes that follow kept as ``leftover`` for the record layer. A
+    subclass names its states and moves and writes :meth:`_advance`, :meth:`send_go` and
+    :meth:`send_nevermind`; its table must have a ``"fail"`` move from every unfinished state.
     """
 
-    def __init__(self, role: Role, transit_key: bytes, relay_side16: str | None = None) -> None:
-        if role not in ("sender", "receiver"):
-            raise ValueError(f"role must be 'sender' or 'receiver', got {role!r}")
+    _what: str
+    """The opening's name in failure reasons, such as ``"transit handshake"``."""
+    _moves: Mapping[tuple[S, str], S]
+    _unfinished: Collection[S]
+    """The states in which bytes still drive :meth:`_advance`."""
+    _records: S
+    """The state in which bytes belong to the record layer (collected in ``leftover``)."""
+
+    def __init__(self, role: Role, key: bytes, relay_side16: str | None, greeting: bytes,
+                 first: tuple[S, S]) -> None:
+        """``greeting`` is our first line; through a relay (``relay_side16`` given) the relay
+        line goes first instead and ``_advance`` sends the greeting when it may. ``first``: the
+        starting state (via a relay, direct)."""
         self.role: Role = role
-        self._moves = HANDSHAKE_MOVES[role]
         self.via_relay = relay_side16 is not None
-        if role == "sender":
-            self._own_line, self._peer_line = (
-                sender_handshake(transit_key), receiver_handshake(transit_key))
-        else:
-            self._own_line, self._peer_line = (
-                receiver_handshake(transit_key), sender_handshake(transit_key))
-        self._out = bytearray()
-        self._in = bytearray()
-        self._events: list[HandshakeEvent] = []
         self.leftover = b""
         if relay_side16 is not None:
-            self.state = ShakeState.RELAY
-            self._out += relay_handshake(transit_key, relay_side16)
+            self.state: S = first[0]
+            self._out = bytearray(relay_handshake(key, relay_side16))
         else:
-            self.state = ShakeState.PEER
-            self._out += self._own_line
+            self.state = first[1]
+            self._out = bytearray(greeting)
+        self._in = bytearray()
+        self._events: list[HandshakeEvent] = []
 
     # -- outputs -------------------------------------------------------------------------------
     def data_to_send(self) -> bytes:
@@ -173,23 +181,83 @@ class Handshake:
     @property
     def finished(self) -> bool:
         """True once the connection is either handed to records or must be closed."""
-        return self.state not in _UNFINISHED
+        return self.state not in self._unfinished
 
     # -- inputs --------------------------------------------------------------------------------
     def receive_data(self, data: bytes) -> None:
         """Feed bytes read from the connection."""
-        if self.state in (ShakeState.CLOSED, ShakeState.FAILED):
-            return
-        if self.state is ShakeState.DONE:
+        if self.state == self._records:
             self.leftover += data
-            return
-        self._in += data
-        self._advance()
+        elif self.state in self._unfinished:
+            self._advance(data)
 
     def connection_lost(self, why: str = "connection closed") -> None:
         """The connection ended before the handshake finished (EOF is an ordinary input)."""
         if not self.finished:
-            self._fail(f"{why} during transit handshake ({self.state.name.lower()})")
+            self._fail(f"{why} during {self._what} ({self.state.name.lower()})")
+
+    @abstractmethod
+    def send_go(self) -> None:
+        """Sender (Dilation: leader) only: the race chose this connection."""
+
+    @abstractmethod
+    def send_nevermind(self) -> None:
+        """Sender (Dilation: leader) only: another connection won; the caller closes this one."""
+
+    # -- for subclasses ------------------------------------------------------------------------
+    @abstractmethod
+    def _advance(self, data: bytes) -> None:
+        """Consume ``data`` in an unfinished state: move, queue output and events."""
+
+    def _move(self, event: str) -> None:
+        self.state = move(self._moves, self.state, event)
+
+    def _fail(self, reason: str) -> None:
+        self._move("fail")
+        self._in.clear()
+        self._events.append(Failed(reason))
+
+    def _take_line(self, expected: bytes, what: str) -> bool:
+        """Match ``expected`` at the start of ``_in``: True if consumed; False if more is needed
+        or the match failed (then ``Failed`` is queued).
+
+        Fails as soon as the bytes so far cannot be a prefix, so garbage never makes us buffer
+        more than one line.
+        """
+        have = bytes(self._in[: len(expected)])
+        if not expected.startswith(have):
+            self._fail(f"unexpected {what}: {_preview(self._in)}")
+            return False
+        if len(have) < len(expected):
+            return False
+        del self._in[: len(expected)]
+        return True
+
+
+class Handshake(ShakeEngine[ShakeState]):
+    """The handshake of one transit connection, from first byte to go/nevermind.
+
+    Its states and moves are :class:`ShakeState` and :data:`HANDSHAKE_MOVES`: ``RELAY``
+    (waiting for ``ok\\n``) -> ``PEER`` (waiting for the peer's line) -> the sender's ``READY``
+    or the receiver's ``WAIT_GO`` -> ``DONE`` | ``CLOSED``; any failure moves to ``FAILED``.
+    """
+
+    _what = "transit handshake"
+    _unfinished = _UNFINISHED
+    _records = ShakeState.DONE
+
+    def __init__(self, role: Role, transit_key: bytes, relay_side16: str | None = None) -> None:
+        if role not in ("sender", "receiver"):
+            raise ValueError(f"role must be 'sender' or 'receiver', got {role!r}")
+        self._moves = HANDSHAKE_MOVES[role]
+        if role == "sender":
+            self._own_line, self._peer_line = (
+                sender_handshake(transit_key), receiver_handshake(transit_key))
+        else:
+            self._own_line, self._peer_line = (
+                receiver_handshake(transit_key), sender_handshake(transit_key))
+        super().__init__(role, transit_key, relay_side16, self._own_line,
+                         (ShakeState.RELAY, ShakeState.PEER))
 
     def send_go(self) -> None:
         """Sender only: choose this connection. Bytes already read become ``leftover``."""
@@ -205,30 +273,8 @@ class Handshake:
         self._in.clear()
 
     # -- internals -----------------------------------------------------------------------------
-    def _move(self, event: str) -> None:
-        self.state = move(self._moves, self.state, event)
-
-    def _fail(self, reason: str) -> None:
-        self._move("fail")
-        self._in.clear()
-        self._events.append(Failed(reason))
-
-    def _take_line(self, expected: bytes, what: str) -> bool | None:
-        """Match ``expected`` at the start of the buffer: True if consumed, None if more is needed.
-
-        Fails (returns False) as soon as the bytes so far cannot be a prefix, so garbage never
-        makes us buffer more than one line.
-        """
-        have = bytes(self._in[: len(expected)])
-        if not expected.startswith(have):
-            self._fail(f"unexpected {what}: {_preview(self._in)}")
-            return False
-        if len(have) < len(expected):
-            return None
-        del self._in[: len(expected)]
-        return True
-
-    def _advance(self) -> None:
+    def _advance(self, data: bytes) -> None:
+        self._in += data
         if self.state is ShakeState.RELAY:
             if not self._take_line(RELAY_OK, "answer from relay"):
                 return

@@ -95,7 +95,7 @@ class _Attempt:
     hint: Any = None
     dial: defer.Deferred[Any] | None = None
     stream: ByteStream | None = None
-    shake: hs.Handshake | None = None
+    shake: hs.ShakeEngine[Any] | None = None
     done: bool = False  # cancelled, failed or handed over
 
 
@@ -124,13 +124,13 @@ class TransitRunner:
         settings: TransportSettings | None = None,
         hook_timeouts: HookTimeouts | None = None,
         on_attempt: Callable[[AttemptNote], None] | None = None,
-        handshake: Callable[[str | None], Any] | None = None,
+        handshake: Callable[[str | None], hs.ShakeEngine[Any]] | None = None,
         services: SessionServices | None = None,
     ) -> None:
         self.reactor = reactor
         # Dilation races its own L2 handshake (hilltop.dilation.l2.L2Shake) through this same
         # race: called with the relay side (or None for a direct stream), it returns an engine
-        # with the interface of hs.Handshake.
+        # that is an hs.ShakeEngine like hs.Handshake.
         self._handshake = handshake
         self._on_attempt = on_attempt
         self.role: Role = role
@@ -429,7 +429,8 @@ class TransitRunner:
     def _shake_events(self, a: _Attempt) -> None:
         assert self._race is not None
         now = self._now()
-        while (ev := a.shake.next_event()) is not None:  # type: ignore[union-attr]
+        assert a.shake is not None
+        while (ev := a.shake.next_event()) is not None:
             if isinstance(ev, hs.Ready | hs.Go):
                 self._race.attempt_ready(a.key, now)
             elif isinstance(ev, hs.Nevermind):

@@ -28,6 +28,8 @@ class RelayPorts:
     tcp: int
     websocket: int
     scheme: str = "ws"
+    pid: int = 0
+    """The relay process (a test may freeze it with SIGSTOP to play a stalled relay)."""
 
     @property
     def url(self) -> str:
@@ -45,9 +47,10 @@ def _listening(port: int) -> bool:
 
 @contextlib.contextmanager
 def official_relay(websocket_endpoint: str | None = None,
-                   websocket_url: str | None = None) -> Iterator[int]:
-    """``twist transitrelay`` from $HILLTOP_PEERS_VENV on a free loopback port (yielded),
-    with its WebSocket side on ``websocket_endpoint`` (a Twisted endpoint string) if given."""
+                   websocket_url: str | None = None) -> Iterator[tuple[int, int]]:
+    """``twist transitrelay`` from $HILLTOP_PEERS_VENV on a free loopback port; yields that
+    port and the process id. Its WebSocket side is on ``websocket_endpoint`` (a Twisted
+    endpoint string) if given."""
     venv = os.environ.get("HILLTOP_PEERS_VENV")
     twist = Path(venv or "/nonexistent") / "bin" / "twist"
     if not twist.exists():
@@ -65,7 +68,7 @@ def official_relay(websocket_endpoint: str | None = None,
             if proc.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"transit relay did not start: {argv}")
             time.sleep(0.05)
-        yield port
+        yield port, proc.pid
     finally:
         proc.terminate()
         proc.wait(10)
@@ -74,12 +77,12 @@ def official_relay(websocket_endpoint: str | None = None,
 def websocket_relay() -> Iterator[RelayPorts]:
     """The official relay with TCP and WebSocket sides sharing one pairing table."""
     ws = free_port()
-    with official_relay(f"tcp:{ws}:interface=127.0.0.1", f"ws://127.0.0.1:{ws}/") as tcp:
+    with official_relay(f"tcp:{ws}:interface=127.0.0.1", f"ws://127.0.0.1:{ws}/") as (tcp, pid):
         deadline = time.monotonic() + 15
         while not _listening(ws):
             assert time.monotonic() < deadline, "the relay's WebSocket side did not start"
             time.sleep(0.05)
-        yield RelayPorts(tcp, ws)
+        yield RelayPorts(tcp, ws, pid=pid)
 
 
 def secure_websocket_relay(ca: LocalCA) -> Iterator[RelayPorts]:
@@ -87,9 +90,9 @@ def secure_websocket_relay(ca: LocalCA) -> Iterator[RelayPorts]:
     ws = free_port()
     endpoint = (f"ssl:{ws}:interface=127.0.0.1:privateKey={ca.key_file}"
                 f":certKey={ca.cert_file}")
-    with official_relay(endpoint, f"wss://localhost:{ws}/") as tcp:
+    with official_relay(endpoint, f"wss://localhost:{ws}/") as (tcp, pid):
         deadline = time.monotonic() + 15
         while not _listening(ws):
             assert time.monotonic() < deadline, "the relay's wss side did not start"
             time.sleep(0.05)
-        yield RelayPorts(tcp, ws, "wss")
+        yield RelayPorts(tcp, ws, "wss", pid)

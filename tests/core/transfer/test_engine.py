@@ -16,6 +16,7 @@ from hilltop.errors import (
     SilentPeerError,
     StalledError,
     TransferError,
+    TransitError,
     UnsendableError,
 )
 from hilltop.rendezvous import capabilities
@@ -278,6 +279,58 @@ def test_the_mailbox_lost_once_data_flows_changes_nothing() -> None:
     r.moved(0.0)
     r.mailbox_lost(RuntimeError("mailbox gone"))
     assert r.actions() == [] and not r.finished
+
+
+def test_a_sender_that_fails_locally_tells_its_receiver_why() -> None:
+    """The sender's read fails mid-file: an ``error`` message with its reason goes out before
+    the failure (the shell then drops the channel), the sender's paths cut to their names;
+    the receiver, which kept a message read open since it accepted, fails with that reason."""
+    s, r, seen = pair(offers.FileOffer("f", 10))
+    assert ("r", eng.ReadMessage()) in seen
+    s.failed(OSError(5, "Input/output error: '/home/someone/secret/f'"), 1.0)
+    told, failed = s.actions()
+    assert isinstance(failed, eng.Failed)
+    assert offers.parse_app_message(told.data) == offers.ErrorMsg(
+        "[Errno 5] Input/output error: 'f'")
+    r.message(told.data, 1.1)
+    end = outcome(r)
+    assert isinstance(end, eng.Failed) and isinstance(end.error, TransferError)
+    assert str(end.error) == "the sender failed: [Errno 5] Input/output error: 'f'"
+
+
+def test_an_interrupted_sender_tells_nothing() -> None:
+    s, _r, _ = pair(offers.FileOffer("f", 10))
+    s.failed(RuntimeError("cancelled"), 1.0, tell_peer=False)
+    assert [type(a) for a in s.actions()] == [eng.Failed]
+
+
+def test_a_broken_connection_waits_briefly_for_the_senders_reason() -> None:
+    _s, r, _ = pair(offers.FileOffer("f", 10))
+    broke = TransitError("the connection to the sender broke after 4 of 10 bytes")
+    r.failed(broke, 1.0)
+    assert r.actions() == [] and r.next_deadline() == 1.0 + eng.SENDER_REASON_GRACE
+    r.message(offers.ErrorMsg("'f' got shorter while it was being sent").to_wire(), 1.2)
+    end = outcome(r)
+    assert isinstance(end, eng.Failed)
+    assert str(end.error) == ("the sender failed: 'f' got shorter while it was being sent "
+                              "(the connection to the sender broke after 4 of 10 bytes)")
+
+
+def test_a_broken_connection_without_a_reason_fails_after_the_grace() -> None:
+    _s, r, _ = pair(offers.FileOffer("f", 10))
+    broke = TransitError("the connection to the sender broke after 4 of 10 bytes")
+    r.failed(broke, 1.0)
+    r.handle_timer(1.0 + eng.SENDER_REASON_GRACE / 2)
+    assert not r.finished
+    r.handle_timer(1.0 + eng.SENDER_REASON_GRACE)
+    assert outcome(r) == eng.Failed(broke)
+
+
+def test_other_messages_after_the_answer_are_skipped() -> None:
+    _s, r, _ = pair(offers.FileOffer("f", 10))
+    r.message(offers.FileOffer("again", 1).to_wire(), 1.0)
+    r.message(b"not json", 1.0)
+    assert r.actions() == [eng.ReadMessage(), eng.ReadMessage()] and not r.finished
 
 
 def test_a_resumed_file_proves_its_prefix_both_ways() -> None:
