@@ -188,7 +188,8 @@ def send(opts: GlobalOptions, paths: tuple[str, ...], text: str | None, code: st
             manager, chosen = await start_tor(reactor, tor, options)
             extra_args["endpoint_factory"] = manager.endpoint_factory
         w = api.Wormhole(opts.appid, opts.relay_url, reactor=reactor,
-                         app_versions=app_versions(chosen), **extra_args)
+                         app_versions=app_versions(chosen, transit_follows=text is None),
+                         **extra_args)
         try:
             with cli_lan.suggest_lan("send", enabled=tor is None):
                 return await payload(reactor, w, chosen, announcement)

@@ -212,3 +212,31 @@ async def test_a_refusal_goes_out_before_what_the_caller_does_next() -> None:
     arriving.callback(transit)  # the offer comes later, from the mailbox
     await done
     assert w.sent[-2:] == [offers.ErrorMsg("transfer rejected").to_wire(), b"close"]
+
+
+@pytest.mark.parametrize("announced", [True, False])
+@pytest_twisted.ensureDeferred
+async def test_a_receiver_warms_up_transit_only_when_the_sender_announced_it(
+        monkeypatch: pytest.MonkeyPatch, announced: bool) -> None:
+    """A sender whose offer needs transit lists ``transit-follows``; its receiver imports the
+    transit machinery before the offer comes (bench/README.md, "Time budget"). A text
+    sender and official peers do not, and their receivers import nothing ahead."""
+    from twisted.internet import reactor
+
+    from hilltop.rendezvous import capabilities
+
+    warmed: list[bool] = []
+    monkeypatch.setattr(session, "warm_up_transit", lambda: warmed.append(True))
+    w = QuietWormhole(offers.TextOffer("hi").to_wire())
+    versions = capabilities.default_advertisement("0.1.0", transit_follows=announced)
+    w.get_peer_versions = lambda: defer.succeed(versions)  # type: ignore[method-assign]
+    incoming = await session.receive_offer(reactor, w)  # type: ignore[arg-type]
+    assert isinstance(incoming.offer, offers.TextOffer)
+    assert warmed == ([True] if announced else [])
+
+
+def test_warming_up_names_modules_that_exist() -> None:
+    import sys
+
+    session.warm_up_transit()  # an unknown name would raise
+    assert all(name in sys.modules for name in session.TRANSIT_MODULES)
