@@ -127,11 +127,14 @@ def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions) -
 TRANSIT_MODULES = (
     "hilltop.hints", "hilltop.transit.plugins", "hilltop.transit.runner",
     "hilltop.transit.services", "hilltop.transit.connection", "hilltop.transit.bulkpump",
-    "hilltop.transfer.datapath", "hilltop.transports.direct_tcp", "hilltop.transports.punch",
-    "hilltop.transports.relay", "ifaddr",
+    "hilltop.transfer.datapath", "hilltop.transfer.filesink", "concurrent.futures.thread",
+    "ifaddr", "hilltop.transports.direct_tcp", "hilltop.transports.punch",
+    "hilltop.transports.relay", "hilltop.transports.lan", "hilltop.transports.tor",
+    "hilltop.transports.webrtc",
 )
 """What a receiver imports between an offer and its answer (``-X importtime`` of a 3-byte
-receive), the built-in transports' modules with it."""
+receive), every built-in transport's module with it (none of them imports aiortc, zeroconf
+or txtorcon before it is used)."""
 
 
 def warm_up_transit() -> None:

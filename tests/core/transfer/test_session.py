@@ -235,6 +235,16 @@ async def test_a_receiver_warms_up_transit_only_when_the_sender_announced_it(
     assert warmed == ([True] if announced else [])
 
 
+def test_warming_up_covers_every_built_in_transport() -> None:
+    from importlib.metadata import entry_points
+
+    from hilltop.transit.plugins import ENTRY_POINT_GROUP
+
+    ours = {ep.module for ep in entry_points(group=ENTRY_POINT_GROUP)
+            if ep.dist is not None and ep.dist.name == "hilltop"}
+    assert ours and ours <= set(session.TRANSIT_MODULES)
+
+
 def test_warming_up_names_modules_that_exist() -> None:
     import sys
 
