@@ -59,7 +59,7 @@ __all__ = [
     "Listener", "MESSAGE_ACK", "ManifestEntry", "Offer", "Prepared", "ReceiveChoices",
     "StreamOffer", "TextOffer", "Trailer", "TransitOptions",
     "open_bundle", "open_source", "parse_app_message", "prepare", "reads_our_stdin",
-    "receive_offer", "send", "stream_source", "writer_sink",
+    "receive_offer", "send", "stream_source", "warm_up_transit", "writer_sink",
 ]
 """What the CLI may use (and the lazily loaded :data:`_LAZY` classes, for type hints): the
 session, its events and the messages it shows; the CLI imports
