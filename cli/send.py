@@ -253,12 +253,14 @@ async def announce_code(w: api.Wormhole, how: Announcement) -> str:
 
 
 async def confirm_key(reactor: Any, w: api.Wormhole, verify: bool,
-                      answer_fd: int = prompts.STDIN, *, transit_follows: bool = False) -> dict:
+                      answer_fd: int = prompts.STDIN, *,
+                      transit_follows: TransitOptions | None = None) -> dict:
     """Wait until the peer confirmed the key; with --verify let the user compare verifiers.
 
-    A sender whose offer needs transit (``transit_follows``) imports that machinery once the
-    key is established, while the versions cross, instead of after the peer's arrived: one
-    mailbox round trip of its ~40-60 ms (bench/README.md, "Time budget").
+    A sender whose offer needs transit (``transit_follows``: its options) loads that
+    machinery once the key is established, while the versions cross, instead of after the
+    peer's version arrived: one mailbox round trip of its ~40-60 ms (bench/README.md, "Time
+    budget").
 
     The question comes only once the peer's ``version`` arrived, as in official 0.24 (whose
     verifier fires then): a wrong code fails before anyone is asked, and a "no" leaves at once.
@@ -267,8 +269,8 @@ async def confirm_key(reactor: Any, w: api.Wormhole, verify: bool,
     the reactor thread (:func:`prompts.ask_yes_no`), so the mailbox keeps running meanwhile.
     """
     verifier = await w.get_verifier()
-    if transit_follows:  # load it while our version and the peer's cross (after ours left)
-        reactor.callLater(0, session.warm_up_transit)
+    if transit_follows is not None:  # load it while the versions cross (after ours left)
+        reactor.callLater(0, session.warm_up_transit, transit_follows)
     events.emit("verifier", verifier=verifier.hex())
     versions = await w.get_peer_versions()
     events.emit("peer_connected")
@@ -304,7 +306,7 @@ async def _send_file(reactor: Any, w: api.Wormhole, source: Source,
         output.status(f"left out (unreadable): {skipped}")
     events.offer("send", source.offer, f"Sending {describe_offer(source.offer)}")
     await announce_code(w, how)
-    await confirm_key(reactor, w, how.verify, transit_follows=True)
+    await confirm_key(reactor, w, how.verify, transit_follows=options)
     with transfer_progress(source.size, hide_progress) as shown:
         await session.send(reactor, w, source, options, listener=session.Listener(
             on_connected=lambda desc: shown.connected(f"Sending ({desc})...", desc),

@@ -29,14 +29,16 @@ class KeyedWormhole:
 @pytest_twisted.ensureDeferred
 async def test_a_file_sender_warms_up_before_the_peers_version(
         monkeypatch: pytest.MonkeyPatch, follows: bool) -> None:
-    warmed: list[bool] = []
-    monkeypatch.setattr(session, "warm_up_transit", lambda: warmed.append(True))
+    warmed: list[Any] = []
+    monkeypatch.setattr(session, "warm_up_transit", warmed.append)
+    options = session.TransitOptions()
     clock = task.Clock()
     w = KeyedWormhole()
     confirming: Any = defer.ensureDeferred(
-        cli_send.confirm_key(clock, w, False, transit_follows=follows))  # type: ignore[arg-type]
+        cli_send.confirm_key(clock, w, False,  # type: ignore[arg-type]
+                             transit_follows=options if follows else None))
     clock.advance(0)
-    assert warmed == ([True] if follows else [])  # before the version arrived
+    assert warmed == ([options] if follows else [])  # before the version arrived
     assert not confirming.called
     w.versions.callback({})
     assert await confirming == {}

@@ -225,14 +225,15 @@ async def test_a_receiver_warms_up_transit_only_when_the_sender_announced_it(
 
     from hilltop.rendezvous import capabilities
 
-    warmed: list[bool] = []
-    monkeypatch.setattr(session, "warm_up_transit", lambda: warmed.append(True))
+    warmed: list[Any] = []
+    monkeypatch.setattr(session, "warm_up_transit", warmed.append)
     w = QuietWormhole(offers.TextOffer("hi").to_wire())
     versions = capabilities.default_advertisement("0.1.0", transit_follows=announced)
     w.get_peer_versions = lambda: defer.succeed(versions)  # type: ignore[method-assign]
-    incoming = await session.receive_offer(reactor, w)  # type: ignore[arg-type]
+    options = session.TransitOptions()
+    incoming = await session.receive_offer(reactor, w, transit=options)  # type: ignore[arg-type]
     assert isinstance(incoming.offer, offers.TextOffer)
-    assert warmed == ([True] if announced else [])
+    assert warmed == ([options] if announced else [])
 
 
 def test_warming_up_covers_every_built_in_transport() -> None:
@@ -250,3 +251,40 @@ def test_warming_up_names_modules_that_exist() -> None:
 
     session.warm_up_transit()  # an unknown name would raise
     assert all(name in sys.modules for name in session.TRANSIT_MODULES)
+
+
+def test_transports_loaded_ahead_are_taken_once_for_the_same_choice(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """warm_up_transit(options) loads the transports; make_runner takes them (once) when
+    the options choose the same ones, and loads its own otherwise."""
+    from hilltop.transit import plugins
+
+    loads: list[Any] = []
+    real = plugins.load_configured
+
+    def counting(*a: Any, **kw: Any) -> Any:
+        loads.append(a)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(plugins, "load_configured", counting)
+    monkeypatch.setattr(session, "_loaded_ahead", {})
+
+    class Keyed:
+        def transit_key(self) -> bytes:
+            return TK
+
+    from twisted.internet import reactor
+
+    every = session.TransitOptions()
+    session.warm_up_transit(every)
+    assert len(loads) == 1
+    first = session.make_runner(reactor, Keyed(), "receiver", every)  # type: ignore[arg-type]
+    assert len(loads) == 1  # taken from the warm-up
+    session.make_runner(reactor, Keyed(), "receiver", every)  # type: ignore[arg-type]
+    assert len(loads) == 2  # once only
+    relay_only = session.TransitOptions(transports=["relay"])
+    session.warm_up_transit(every)
+    runner = session.make_runner(reactor, Keyed(), "receiver", relay_only)  # type: ignore[arg-type]
+    assert len(loads) == 4  # another choice: loaded for it
+    assert [t.name for t in runner.transports.loaded] == ["relay"]
+    assert first.transports.loaded
