@@ -162,9 +162,12 @@ def warm_up_transit(options: TransitOptions | None = None) -> None:
     if options is not None and _transport_choice(options) not in _loaded_ahead:
         from hilltop.transit.plugins import load_configured
 
-        _loaded_ahead[_transport_choice(options)] = load_configured(
-            list(options.transports) if options.transports else None,
-            no_plugins=options.no_plugins)
+        try:
+            loaded = load_configured(list(options.transports) if options.transports else None,
+                                     no_plugins=options.no_plugins)
+        except HilltopError:  # a broken config file: make_runner reports it, where it did
+            return
+        _loaded_ahead[_transport_choice(options)] = loaded
 
 
 def transit_message(runner: TransitRunner, hints: Sequence[Any]) -> bytes:

@@ -288,3 +288,26 @@ def test_transports_loaded_ahead_are_taken_once_for_the_same_choice(
     assert len(loads) == 4  # another choice: loaded for it
     assert [t.name for t in runner.transports.loaded] == ["relay"]
     assert first.transports.loaded
+
+
+def test_a_broken_config_file_is_reported_where_it_was_not_by_the_warm_up(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The warm-up runs before the offer (and on the sender from a reactor callback): a
+    config file it cannot read must not fail it; make_runner says why, as before."""
+    from twisted.internet import reactor
+
+    from hilltop.errors import LocalError
+
+    (tmp_path / "hilltop").mkdir()
+    (tmp_path / "hilltop" / "config.toml").write_text('[transports]\ndisabled = "relay"\n')
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.setattr(session, "_loaded_ahead", {})
+    session.warm_up_transit(session.TransitOptions())
+    assert session._loaded_ahead == {}  # noqa: SLF001
+
+    class Keyed:
+        def transit_key(self) -> bytes:
+            return TK
+
+    with pytest.raises(LocalError, match="disabled must be a list"):
+        session.make_runner(reactor, Keyed(), "receiver", session.TransitOptions())  # type: ignore[arg-type]
