@@ -2,6 +2,7 @@
 
     python bench/budget.py --size 3 --runs 7                 # a 3-byte file
     python bench/budget.py --size 1G --runs 3
+    python bench/budget.py --text                            # the 10-byte text
     HILLTOP_WORMHOLE=<venv without the webrtc extra>/bin/wormhole python bench/budget.py
 
 Runs in the same loopback-only namespace, with the same local official mailbox and relay,
@@ -34,6 +35,9 @@ from run import (
     parse_size,
 )
 
+TEXT = "0123456789"
+"""The text case: 10 bytes, as bench/run.py's (d)."""
+
 RECEIVER_PHASES = (
     ("launch", "command dispatch", "interpreter, CLI imports, argument parsing"),
     ("command dispatch", "key established",
@@ -59,6 +63,19 @@ SENDER_PHASES = (
 )
 
 
+TEXT_PHASES = {"offer": ("offer", "done", "the text shown, our ack sent"),
+               "key confirmed": ("key confirmed", "done", "the text out, the ack back")}
+"""A text has no transit: its one phase between the offer (receiver) or the key (sender)
+and the end replaces the transit and bulk phases."""
+
+
+def text_phases(phases: tuple[tuple[str, str, str], ...]) -> tuple[tuple[str, str, str], ...]:
+    kept = tuple(p for p in phases if "transit_connected" not in p[:2])
+    at = next(i for i, p in enumerate(kept) if p[1] == "done" or p[0] == "done")
+    extra = [TEXT_PHASES[p[1]] for p in kept[:at] if p[1] in TEXT_PHASES][-1:]
+    return kept[:at] + tuple(extra) + kept[at:]
+
+
 def timeline(launch: float, reaped: float, dump: Path, stdout: str) -> dict[str, float]:
     """Each event's first time, in seconds since this process was launched."""
     marks = {"launch": 0.0, "reaped": reaped - launch}
@@ -70,14 +87,16 @@ def timeline(launch: float, reaped: float, dump: Path, stdout: str) -> dict[str,
     return marks
 
 
-def one_run(bench: Bench, code: str, path: Path, work: Path,
+def one_run(bench: Bench, code: str, path: Path | None, work: Path,
             ) -> tuple[dict[str, dict[str, float]], dict[str, float], dict[str, float]]:
-    """One transfer: each side's timeline, peak RSS in MB and CPU seconds (wait4)."""
+    """One transfer (``path`` None: the 10-byte text): each side's timeline, peak RSS in MB
+    and CPU seconds (wait4)."""
     inbox = bench.fresh_inbox(next(bench.counter))
     files = {side: (work / f"{side}.timing.json", work / f"{side}.out", work / f"{side}.err")
              for side in ("s", "r")}
     cmds = {"s": [HILLTOP, "--dump-timing", str(files["s"][0]), "--json", "send",
-                  "--hide-progress", "--code", code, str(path)],
+                  "--hide-progress", "--code", code,
+                  *(["--text", TEXT] if path is None else [str(path)])],
             "r": [HILLTOP, "--dump-timing", str(files["r"][0]), "--json", "receive",
                   "--hide-progress", "--accept-file", code]}
     launched: dict[str, float] = {}
@@ -101,7 +120,8 @@ def one_run(bench: Bench, code: str, path: Path, work: Path,
         cpu[side] = usage.ru_utime + usage.ru_stime
         if os.waitstatus_to_exitcode(status) != 0:
             raise SystemExit(f"{side} failed: {files[side][2].read_text()}")
-    bench.check_received(path, inbox)
+    if path is not None:
+        bench.check_received(path, inbox)
     return ({side: timeline(launched[side], reaped[side], files[side][0],
                             files[side][1].read_text()) for side in ("s", "r")}, rss, cpu)
 
@@ -137,18 +157,21 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", default="3", help="file size (3 bytes)")
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--text", action="store_true", help="the 10-byte text instead of a file")
     ap.add_argument("--data", default=os.environ.get("BENCH_DATA", "/tmp/hilltop-bench"))
     args = ap.parse_args()
     enter_loopback_namespace()
     size = parse_size(args.size)
     data = Path(args.data)
     data.mkdir(parents=True, exist_ok=True)
-    path = make_file(data / f"blob-{size}-random.bin", size, sparse=False)
+    path = None if args.text else make_file(data / f"blob-{size}-random.bin", size,
+                                            sparse=False)
     compile_like_an_install()
     webrtc = subprocess.run([str(Path(HILLTOP).with_name("python")), "-c",
                              "import importlib.util as u; print(bool(u.find_spec('aiortc')))"],
                             capture_output=True, text=True, check=True).stdout.strip()
-    print(f"budget: {size} bytes, {args.runs} runs, webrtc extra installed: {webrtc}, "
+    what = "a 10-byte text" if args.text else f"{size} bytes"
+    print(f"budget: {what}, {args.runs} runs, webrtc extra installed: {webrtc}, "
           f"{load_average()}", flush=True)
     senders, receivers, rss_s, rss_r, cpu_s, cpu_r = [], [], [], [], [], []
     with tempfile.TemporaryDirectory(prefix="hilltop-budget-", dir=data) as tmp:
@@ -166,8 +189,11 @@ def main() -> int:
         finally:
             bench.stop_servers()
     bare, cli = startup_costs(args.runs)
-    out = [*table("receiver", RECEIVER_PHASES, receivers), "",
-           *table("sender", SENDER_PHASES, senders), "",
+    phases_r, phases_s = RECEIVER_PHASES, SENDER_PHASES
+    if args.text:
+        phases_r, phases_s = text_phases(phases_r), text_phases(phases_s)
+    out = [*table("receiver", phases_r, receivers), "",
+           *table("sender", phases_s, senders), "",
            f"peak RSS send/recv (max): {max(rss_s):.1f}/{max(rss_r):.1f} MB",
            f"CPU send/recv (median user+sys): {statistics.median(cpu_s):.3f}/"
            f"{statistics.median(cpu_r):.3f} s",

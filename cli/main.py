@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import click
 
-from hilltop._runtime.lazytls import defer_openssl, openssl_deferred
+from hilltop._runtime.lazyimport import defer_module
+
+defer_module("http.cookiejar")  # Twisted's compat module re-exports it; nothing uses it
+from hilltop._runtime.lazytls import defer_openssl, openssl_deferred  # noqa: E402
 
 defer_openssl()  # the CLI opens TLS connections only for a wss:// mailbox
 with openssl_deferred():

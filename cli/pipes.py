@@ -182,7 +182,7 @@ async def send_stream(reactor: Any, w: api.Wormhole, source: StreamSource,
     if source.path == "-" and os.isatty(0):
         output.status("(reading it from the terminal: end it with Ctrl-D)")
     await announce_code(w, how)
-    await confirm_key(reactor, w, how.verify, answer_fd)
+    await confirm_key(reactor, w, how.verify, answer_fd, transit_follows=options)
     with transfer_progress(None, hide_progress) as shown:
         trailer = await session.send(reactor, w, source, options, listener=session.Listener(
             on_connected=lambda desc: shown.connected(f"Sending ({desc})...", desc),

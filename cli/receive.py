@@ -166,8 +166,8 @@ class _Choices:
 
 
 async def _receive(reactor: Any, w: api.Wormhole, choices: _Choices) -> int:
-    incoming = await session.receive_offer(reactor, w,
-                                           idle_timeout=choices.options.idle_timeout)
+    incoming = await session.receive_offer(reactor, w, idle_timeout=choices.options.idle_timeout,
+                                           transit=choices.options)
     offer = incoming.offer
     if isinstance(offer, session.TextOffer):
         events.offer("receive", offer, None)

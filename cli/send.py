@@ -188,7 +188,8 @@ def send(opts: GlobalOptions, paths: tuple[str, ...], text: str | None, code: st
             manager, chosen = await start_tor(reactor, tor, options)
             extra_args["endpoint_factory"] = manager.endpoint_factory
         w = api.Wormhole(opts.appid, opts.relay_url, reactor=reactor,
-                         app_versions=app_versions(chosen), **extra_args)
+                         app_versions=app_versions(chosen, transit_follows=text is None),
+                         **extra_args)
         try:
             with cli_lan.suggest_lan("send", enabled=tor is None):
                 return await payload(reactor, w, chosen, announcement)
@@ -252,8 +253,14 @@ async def announce_code(w: api.Wormhole, how: Announcement) -> str:
 
 
 async def confirm_key(reactor: Any, w: api.Wormhole, verify: bool,
-                      answer_fd: int = prompts.STDIN) -> dict:
+                      answer_fd: int = prompts.STDIN, *,
+                      transit_follows: TransitOptions | None = None) -> dict:
     """Wait until the peer confirmed the key; with --verify let the user compare verifiers.
+
+    A sender whose offer needs transit (``transit_follows``: its options) loads that
+    machinery once the key is established, while the versions cross, instead of after the
+    peer's version arrived: one mailbox round trip of its ~40-60 ms (bench/README.md, "Time
+    budget").
 
     The question comes only once the peer's ``version`` arrived, as in official 0.24 (whose
     verifier fires then): a wrong code fails before anyone is asked, and a "no" leaves at once.
@@ -262,6 +269,8 @@ async def confirm_key(reactor: Any, w: api.Wormhole, verify: bool,
     the reactor thread (:func:`prompts.ask_yes_no`), so the mailbox keeps running meanwhile.
     """
     verifier = await w.get_verifier()
+    if transit_follows is not None:  # load it while the versions cross (after ours left)
+        reactor.callLater(0, session.warm_up_transit, transit_follows)
     events.emit("verifier", verifier=verifier.hex())
     versions = await w.get_peer_versions()
     events.emit("peer_connected")
@@ -297,7 +306,7 @@ async def _send_file(reactor: Any, w: api.Wormhole, source: Source,
         output.status(f"left out (unreadable): {skipped}")
     events.offer("send", source.offer, f"Sending {describe_offer(source.offer)}")
     await announce_code(w, how)
-    await confirm_key(reactor, w, how.verify)
+    await confirm_key(reactor, w, how.verify, transit_follows=options)
     with transfer_progress(source.size, hide_progress) as shown:
         await session.send(reactor, w, source, options, listener=session.Listener(
             on_connected=lambda desc: shown.connected(f"Sending ({desc})...", desc),

@@ -93,7 +93,7 @@ async def send_files(reactor: Any, w: api.Wormhole, bundle: Bundle,
     manifest = bundle.manifest()
     events.offer("send", manifest, f"Sending {describe_files(manifest)}")
     await announce_code(w, how)
-    versions = await confirm_key(reactor, w, how.verify)
+    versions = await confirm_key(reactor, w, how.verify, transit_follows=options)
     ours = capabilities.from_app_versions(w.app_versions).features
     peer = capabilities.from_app_versions(versions)
     source = bundle.source_for(ours, peer)

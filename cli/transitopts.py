@@ -128,10 +128,11 @@ def no_plugins_chosen() -> bool:
     return bool(ctx is not None and ctx.meta.get(_NO_PLUGINS))
 
 
-def app_versions(options: TransitOptions) -> dict[str, Any]:
+def app_versions(options: TransitOptions, *, transit_follows: bool = False) -> dict[str, Any]:
     """Our advertisement for this run: an extension transport is offered only if this run may
     use it (``--transports``); none under ``--tor``, and webrtc not under ``--no-listen``
-    without a TURN server (it would decline, and the peer would gather for nothing)."""
+    without a TURN server (it would decline, and the peer would gather for nothing). A
+    sender whose offer needs transit says so (``capabilities.TRANSIT_FOLLOWS``)."""
     from hilltop import __version__
     from hilltop.rendezvous import capabilities
     from hilltop.webrtc.settings import WebRTCSettings
@@ -140,7 +141,8 @@ def app_versions(options: TransitOptions) -> dict[str, Any]:
     webrtc = options.settings.get(WebRTCSettings) or WebRTCSettings()
     if options.tor or webrtc.under_no_listen(options.no_listen) is None:
         allowed = ()  # webrtc, the one extension transport, stays off: do not offer it
-    return capabilities.default_advertisement(__version__, allowed)
+    return capabilities.default_advertisement(__version__, allowed,
+                                              transit_follows=transit_follows)
 
 
 def transit_options(transit_helpers: Sequence[str], listen: bool,

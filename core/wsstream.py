@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from twisted.internet import defer
 
-from hilltop._runtime.lazytls import openssl_deferred, wrap_client_tls
+from hilltop._runtime.lazytls import openssl_deferred, skip_autobahn_wamp, wrap_client_tls
 from hilltop.streams import Delivery, tcp_endpoint
 
 MAX_MESSAGE = 16 * 1024 * 1024
@@ -61,6 +61,7 @@ def _autobahn() -> tuple[Any, type]:
     """(WebSocketClientFactory, our protocol class), imported at the first dial (as
     :func:`hilltop.rendezvous.client._autobahn` does, for the same start-up reasons)."""
     os.environ.setdefault("AUTOBAHN_USE_NVX", "0")
+    skip_autobahn_wamp()
     with openssl_deferred():
         from autobahn.twisted.websocket import WebSocketClientFactory, WebSocketClientProtocol
 

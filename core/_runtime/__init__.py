@@ -2,5 +2,5 @@
 
 # The I/O shells (tests/test_layers.py): here all of them, since each acts on the process (the
 # reactor, Deferreds, which modules import, the C heap).
-IO_MODULES = frozenset({"awaitable", "httpguard", "lazytls", "memory", "reactor",
+IO_MODULES = frozenset({"awaitable", "httpguard", "lazyimport", "lazytls", "memory", "reactor",
                         "sharedport"})

@@ -52,6 +52,27 @@ def openssl_deferred() -> Iterator[None]:
             del sys.modules["OpenSSL"]
 
 
+def skip_autobahn_wamp() -> None:
+    """In a process that opted in (:func:`defer_openssl`), make ``autobahn.twisted`` a bare
+    package whose ``__init__`` never runs, so ``autobahn.twisted.websocket`` loads alone.
+
+    Why: that ``__init__`` imports the WAMP client (``autobahn.twisted.wamp``, Twisted's
+    ``application.service`` and ``persisted.sob``, hyperlink) to re-export names nobody here
+    uses; measured after the reactor, importing the WebSocket client took 64-139 ms and 69
+    modules with it, 28-97 ms and 54 without, and 0.8 MB less peak RSS (bench/README.md,
+    "Time budget"). The submodules import each other by their full names, which a bare
+    package resolves. Library users who do not opt in get autobahn's own package.
+    """
+    if not _deferring or "autobahn.twisted" in sys.modules:
+        return
+    import importlib.util
+
+    spec = importlib.util.find_spec("autobahn.twisted")
+    if spec is None or not spec.submodule_search_locations:
+        return  # not installed as a package: the ordinary import reports it
+    sys.modules["autobahn.twisted"] = importlib.util.module_from_spec(spec)  # not executed
+
+
 def wrap_client_tls(host: str, endpoint: IStreamClientEndpoint,
                     ca_pem: bytes | None = None) -> IStreamClientEndpoint:
     """``endpoint`` with TLS on top, checking ``host``'s certificate against the system's

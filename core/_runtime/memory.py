@@ -11,6 +11,7 @@ it costs well under a millisecond each time. Elsewhere (no glibc) it does nothin
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from typing import Any
 
@@ -54,3 +55,27 @@ class Trimmer:
         if self._count >= self._every:
             self._count = 0
             trim()
+
+
+_startup_frozen = False
+
+
+def freeze_after_startup() -> None:
+    """Keep what the start-up imported out of the collector's sight, and turn it back on.
+
+    Why: a CLI process creates ~60,000 long-lived objects while it imports (Twisted,
+    autobahn, click, spake2, its own modules), and the collector ran ~140 times during those
+    imports, rescanning them: 30-50 ms of a 3-byte transfer's ~0.45 s of CPU per side,
+    measured with ``gc.callbacks`` (bench/README.md, "Time budget"). The caller disables the
+    collector before importing and calls this after; the objects are the program itself,
+    not garbage, so freezing them loses nothing. Later collections scan only what came after.
+    """
+    global _startup_frozen
+    gc.freeze()
+    _startup_frozen = True
+    gc.enable()
+
+
+def frozen_at_startup() -> bool:
+    """Whether :func:`freeze_after_startup` froze this process's objects (the CLI's)."""
+    return _startup_frozen

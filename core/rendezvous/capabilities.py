@@ -81,6 +81,17 @@ def _aes256gcm_available() -> bool:
     return bool(lib.crypto_aead_aes256gcm_is_available())
 
 
+TRANSIT_FOLLOWS = "transit-follows"
+"""Announcement, not a negotiated feature: "my offer will need a transit connection".
+
+A sender of a file, folder, several files or a stream lists it; its receiver may then load
+its transit machinery as soon as the key is confirmed, while the sender loads its own,
+instead of after the offer arrives (``hilltop.transfer.session.warm_up_transit``; both took
+~40-60 ms one after the other, bench/README.md "Time budget"). A text sender never lists it,
+so a text receiver imports no transit code. Official peers never list it: their receivers
+load at the offer, as before.
+"""
+
 FEATURES: tuple[str, ...] = (BIG_RECORDS, UNHASHED_ACK, STREAM, RESUME, FILES) + (
     (AES_RECORDS,) if _aes256gcm_available() else ())
 """Features this build advertises by default."""
@@ -100,9 +111,12 @@ def extension_transports(allowed: Iterable[str] | None = None) -> list[str]:
     return [WEBRTC] if ok and importlib.util.find_spec("aiortc") is not None else []
 
 
-def default_advertisement(version: str, allowed: Iterable[str] | None = None) -> dict[str, Any]:
-    """What this installation advertises unless the caller says otherwise."""
-    return advertisement(version, extension_transports(allowed), FEATURES)
+def default_advertisement(version: str, allowed: Iterable[str] | None = None, *,
+                          transit_follows: bool = False) -> dict[str, Any]:
+    """What this installation advertises unless the caller says otherwise (a sender that
+    will need transit adds :data:`TRANSIT_FOLLOWS`)."""
+    return advertisement(version, extension_transports(allowed),
+                         FEATURES + ((TRANSIT_FOLLOWS,) if transit_follows else ()))
 
 
 def advertisement(version: str, transports: Iterable[str], features: Iterable[str]

@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 from twisted.internet import endpoints
 from twisted.internet.interfaces import IReactorTime, IStreamClientEndpoint
 
-from hilltop._runtime.lazytls import openssl_deferred, wrap_client_tls
+from hilltop._runtime.lazytls import openssl_deferred, skip_autobahn_wamp, wrap_client_tls
 from hilltop.errors import HilltopError, LocalError, ProtocolError
 from hilltop.rendezvous import mailbox, messages
 from hilltop.units import readable_size
@@ -65,6 +65,7 @@ def _autobahn() -> tuple[Any, type]:
     the user asked for them.
     """
     os.environ.setdefault("AUTOBAHN_USE_NVX", "0")
+    skip_autobahn_wamp()
     with openssl_deferred():
         from autobahn.twisted.websocket import WebSocketClientFactory, WebSocketClientProtocol
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from twisted.internet import defer
 
+from hilltop._runtime import memory
 from hilltop.errors import ProtocolError, TransitError
 from hilltop.transfer.streamcodec import StreamReader, Trailer
 from hilltop.transit import records
@@ -97,10 +98,11 @@ def calm_gc() -> Iterator[None]:
     full collection walked every Twisted and autobahn object: 0.4 s per GiB in profiles.
     Objects that exist before a transfer are the program itself, not garbage. The last
     transfer to leave gives them back (``gc.unfreeze``), so a host program is not changed
-    for good; a host that freezes objects itself is left alone.
+    for good; a host that freezes objects itself is left alone (the ``wormhole`` command's
+    own start-up freeze, :func:`hilltop._runtime.memory.freeze_after_startup`, is not a host's).
     """
     global _calming
-    if not _calming and gc.get_freeze_count():  # the host's own freeze: not ours to undo
+    if not _calming and gc.get_freeze_count() and not memory.frozen_at_startup():
         yield
         return
     gc.freeze()

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from hilltop.api import Wormhole
     from hilltop.transfer.filesink import Sink
     from hilltop.transit.channel import Channel
+    from hilltop.transit.plugins import Transports
     from hilltop.transit.runner import TransitRunner
 
 __all__ = [
@@ -59,7 +60,7 @@ __all__ = [
     "Listener", "MESSAGE_ACK", "ManifestEntry", "Offer", "Prepared", "ReceiveChoices",
     "StreamOffer", "TextOffer", "Trailer", "TransitOptions",
     "open_bundle", "open_source", "parse_app_message", "prepare", "reads_our_stdin",
-    "receive_offer", "send", "stream_source", "writer_sink",
+    "receive_offer", "send", "stream_source", "warm_up_transit", "writer_sink",
 ]
 """What the CLI may use (and the lazily loaded :data:`_LAZY` classes, for type hints): the
 session, its events and the messages it shows; the CLI imports
@@ -105,8 +106,10 @@ def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions) -
     from hilltop.transit.runner import TransitRunner
     from hilltop.transit.services import WormholeServices
 
-    transports = load_configured(list(options.transports) if options.transports else None,
-                                 no_plugins=options.no_plugins)
+    transports = _loaded_ahead.pop(_transport_choice(options), None)
+    if transports is None:
+        transports = load_configured(list(options.transports) if options.transports else None,
+                                     no_plugins=options.no_plugins)
     tk = w.transit_key()
     return TransitRunner(
         reactor,
@@ -122,6 +125,49 @@ def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions) -
         on_attempt=options.on_attempt,
         services=WormholeServices(w, tk),
     )
+
+
+TRANSIT_MODULES = (
+    "hilltop.hints", "hilltop.transit.plugins", "hilltop.transit.runner",
+    "hilltop.transit.services", "hilltop.transit.connection", "hilltop.transit.bulkpump",
+    "hilltop.transfer.datapath", "hilltop.transfer.filesink", "concurrent.futures.thread",
+    "ifaddr", "hilltop.transports.direct_tcp", "hilltop.transports.punch",
+    "hilltop.transports.relay", "hilltop.transports.lan", "hilltop.transports.tor",
+    "hilltop.transports.webrtc",
+)
+"""What a receiver imports between an offer and its answer (``-X importtime`` of a 3-byte
+receive), every built-in transport's module with it (none of them imports aiortc, zeroconf
+or txtorcon before it is used)."""
+
+
+_loaded_ahead: dict[tuple[tuple[str, ...] | None, bool], Transports] = {}
+"""Transports :func:`warm_up_transit` loaded for a choice of them, each taken once by
+:func:`make_runner`."""
+
+
+def _transport_choice(options: TransitOptions) -> tuple[tuple[str, ...] | None, bool]:
+    return (tuple(options.transports) if options.transports else None, options.no_plugins)
+
+
+def warm_up_transit(options: TransitOptions | None = None) -> None:
+    """Import the transit machinery now, because a transfer that needs it is coming: the
+    peer announced its offer will (``capabilities.TRANSIT_FOLLOWS``), or we are that sender.
+    The peer is loading its own meanwhile, and ~40-60 ms no longer start only when the offer
+    arrives (bench/README.md, "Time budget"). With ``options`` the transports are loaded too
+    (entry points, config file, registration: another 10-20 ms), for :func:`make_runner`."""
+    import importlib
+
+    for name in TRANSIT_MODULES:
+        importlib.import_module(name)
+    if options is not None and _transport_choice(options) not in _loaded_ahead:
+        from hilltop.transit.plugins import load_configured
+
+        try:
+            loaded = load_configured(list(options.transports) if options.transports else None,
+                                     no_plugins=options.no_plugins)
+        except HilltopError:  # a broken config file: make_runner reports it, where it did
+            return
+        _loaded_ahead[_transport_choice(options)] = loaded
 
 
 def transit_message(runner: TransitRunner, hints: Sequence[Any]) -> bytes:
@@ -496,16 +542,21 @@ class Incoming:
         return await shell.wait()
 
 
-async def receive_offer(reactor: Any, w: Wormhole, *, idle_timeout: float | None = None
-                        ) -> Incoming:
+async def receive_offer(reactor: Any, w: Wormhole, *, idle_timeout: float | None = None,
+                        transit: TransitOptions | None = None) -> Incoming:
     """Read app messages until the sender's offer.
 
     A garbled or unknown offer is answered with the ``error`` text official receivers send,
     so the sender sees why, and raised here. With ``idle_timeout``, a sender silent that long
     fails with :class:`~hilltop.errors.SilentPeerError`: call this once the key is confirmed
     (unless the user was asked to compare verifiers, which it must then allow for).
+    ``transit``: the options :meth:`Incoming.receive` will get, to load the transports
+    ahead when the sender announced it needs them (:func:`warm_up_transit`).
     """
     plan = await plan_for(w, TransitOptions())
+    peer = capabilities.from_app_versions(await w.get_peer_versions())
+    if capabilities.TRANSIT_FOLLOWS in peer.features:
+        warm_up_transit(transit)
     engine = eng.TransferEngine.receiver(plan, reactor.seconds(), offer_timeout=idle_timeout)
     shell = _Shell(reactor, w, engine, Listener())
     offer = await shell.wait()

@@ -29,3 +29,20 @@ def test_a_command_ends_with_its_status_and_skips_the_teardown() -> None:
     assert "no such option" in out.stderr.lower()
     lines = out.stdout.splitlines()
     assert lines == ["command starts", "atexit ran"], lines
+
+
+GC_PROBE = """
+import gc
+from hilltop.cli.launch import _import_command
+run = _import_command()
+print(gc.isenabled(), gc.get_freeze_count() > 10000)
+"""
+
+
+def test_the_cli_is_imported_without_the_collector_and_then_frozen() -> None:
+    """The ~60,000 objects of the start-up are frozen, and the collector is back on
+    (bench/README.md, "Time budget": 30-50 ms of CPU per process)."""
+    out = subprocess.run([sys.executable, "-c", GC_PROBE], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "True"]

@@ -25,3 +25,13 @@ def test_webrtc_is_not_offered_under_no_listen_without_turn() -> None:
     assert transports(no_listen=True) == []
     assert transports(no_listen=True, settings=TransportSettings(TURN)) == ["webrtc"]
     assert transports(tor=True, settings=TransportSettings(TURN)) == []
+
+
+def test_only_a_sender_that_will_need_transit_announces_it() -> None:
+    from hilltop.rendezvous.capabilities import TRANSIT_FOLLOWS
+
+    def features(**kw: bool) -> list[str]:
+        return app_versions(TransitOptions(), **kw)["hilltop"]["features"]
+
+    assert TRANSIT_FOLLOWS in features(transit_follows=True)  # a file, folder, stream
+    assert TRANSIT_FOLLOWS not in features()  # a text, a receiver

@@ -22,6 +22,9 @@ SEND = textwrap.dedent("""
     from hilltop.transports import direct_tcp, relay
     client._autobahn()
     print("OpenSSL loaded:", "OpenSSL" in sys.modules)
+    print("WAMP loaded:", "autobahn.twisted.wamp" in sys.modules)
+    import autobahn.twisted.websocket as ws
+    print("client factory:", ws.WebSocketClientFactory.__name__)
 """)
 
 WSS = textwrap.dedent("""
@@ -64,6 +67,14 @@ def test_a_send_runs_without_openssl() -> None:
     lines = _run(SEND)
     assert lines["exit"] == "1"  # the refused mailbox, reported as an error
     assert lines["OpenSSL loaded"] == "False"
+
+
+def test_a_send_loads_autobahns_websocket_client_without_its_wamp_stack() -> None:
+    """autobahn.twisted's __init__ imports the WAMP client: 30-40 ms a process
+    (bench/README.md, "Time budget"); the CLI skips it (lazytls.skip_autobahn_wamp)."""
+    lines = _run(SEND)
+    assert lines["WAMP loaded"] == "False"
+    assert lines["client factory"] == "WebSocketClientFactory"
 
 
 def test_wss_still_speaks_tls() -> None:

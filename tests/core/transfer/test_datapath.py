@@ -19,6 +19,7 @@ import pytest_twisted
 from loopback_transit import connected_pair, records_carry_on_then_close
 from twisted.internet import defer
 
+from hilltop._runtime import memory
 from hilltop.errors import LocalError
 from hilltop.rendezvous import capabilities
 from hilltop.transfer import datapath, filesink, session
@@ -164,6 +165,20 @@ def test_calm_gc_leaves_a_hosts_own_freeze_alone() -> None:
         with datapath.calm_gc():
             pass
         assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+
+
+def test_calm_gc_freezes_past_the_clis_startup_freeze(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command's start-up freeze (hilltop._runtime.memory) is not a host's: what came
+    after it (the reactor, autobahn, the transit machinery) is frozen for the bulk too."""
+    monkeypatch.setattr(memory, "_startup_frozen", True)
+    gc.freeze()
+    try:
+        at_startup = gc.get_freeze_count()
+        kept = [[n] for n in range(1000)]  # objects made after the start-up
+        with datapath.calm_gc():
+            assert gc.get_freeze_count() >= at_startup + len(kept)
     finally:
         gc.unfreeze()
 

@@ -263,3 +263,102 @@ async def test_a_refusal_goes_out_before_what_the_caller_does_next() -> None:
     arriving.callback(transit)  # the offer comes later, from the mailbox
     await done
     assert w.sent[-2:] == [offers.ErrorMsg("transfer rejected").to_wire(), b"close"]
+
+
+@pytest.mark.parametrize("announced", [True, False])
+@pytest_twisted.ensureDeferred
+async def test_a_receiver_warms_up_transit_only_when_the_sender_announced_it(
+        monkeypatch: pytest.MonkeyPatch, announced: bool) -> None:
+    """A sender whose offer needs transit lists ``transit-follows``; its receiver imports the
+    transit machinery before the offer comes (bench/README.md, "Time budget"). A text
+    sender and official peers do not, and their receivers import nothing ahead."""
+    from twisted.internet import reactor
+
+    from hilltop.rendezvous import capabilities
+
+    warmed: list[Any] = []
+    monkeypatch.setattr(session, "warm_up_transit", warmed.append)
+    w = QuietWormhole(offers.TextOffer("hi").to_wire())
+    versions = capabilities.default_advertisement("0.1.0", transit_follows=announced)
+    w.get_peer_versions = lambda: defer.succeed(versions)  # type: ignore[method-assign]
+    options = session.TransitOptions()
+    incoming = await session.receive_offer(reactor, w, transit=options)  # type: ignore[arg-type]
+    assert isinstance(incoming.offer, offers.TextOffer)
+    assert warmed == ([options] if announced else [])
+
+
+def test_warming_up_covers_every_built_in_transport() -> None:
+    from importlib.metadata import entry_points
+
+    from hilltop.transit.plugins import ENTRY_POINT_GROUP
+
+    ours = {ep.module for ep in entry_points(group=ENTRY_POINT_GROUP)
+            if ep.dist is not None and ep.dist.name == "hilltop"}
+    assert ours and ours <= set(session.TRANSIT_MODULES)
+
+
+def test_warming_up_names_modules_that_exist() -> None:
+    import sys
+
+    session.warm_up_transit()  # an unknown name would raise
+    assert all(name in sys.modules for name in session.TRANSIT_MODULES)
+
+
+def test_transports_loaded_ahead_are_taken_once_for_the_same_choice(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """warm_up_transit(options) loads the transports; make_runner takes them (once) when
+    the options choose the same ones, and loads its own otherwise."""
+    from hilltop.transit import plugins
+
+    loads: list[Any] = []
+    real = plugins.load_configured
+
+    def counting(*a: Any, **kw: Any) -> Any:
+        loads.append(a)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(plugins, "load_configured", counting)
+    monkeypatch.setattr(session, "_loaded_ahead", {})
+
+    class Keyed:
+        def transit_key(self) -> bytes:
+            return TK
+
+    from twisted.internet import reactor
+
+    every = session.TransitOptions()
+    session.warm_up_transit(every)
+    assert len(loads) == 1
+    first = session.make_runner(reactor, Keyed(), "receiver", every)  # type: ignore[arg-type]
+    assert len(loads) == 1  # taken from the warm-up
+    session.make_runner(reactor, Keyed(), "receiver", every)  # type: ignore[arg-type]
+    assert len(loads) == 2  # once only
+    relay_only = session.TransitOptions(transports=["relay"])
+    session.warm_up_transit(every)
+    runner = session.make_runner(reactor, Keyed(), "receiver", relay_only)  # type: ignore[arg-type]
+    assert len(loads) == 4  # another choice: loaded for it
+    assert [t.name for t in runner.transports.loaded] == ["relay"]
+    assert first.transports.loaded
+
+
+def test_a_broken_config_file_is_reported_where_it_was_not_by_the_warm_up(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The warm-up runs before the offer (and on the sender from a reactor callback): a
+    config file it cannot read must not fail it; make_runner says why, as before."""
+    from twisted.internet import reactor
+
+    from hilltop.errors import LocalError
+
+    (tmp_path / "hilltop").mkdir()
+    (tmp_path / "hilltop" / "config.toml").write_text('[transports]\ndisabled = "relay"\n')
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.setattr(session, "_loaded_ahead", {})
+    session.warm_up_transit(session.TransitOptions())
+    assert session._loaded_ahead == {}  # noqa: SLF001
+
+    class Keyed:
+        def transit_key(self) -> bytes:
+            return TK
+
+    with pytest.raises(LocalError, match="disabled must be a list"):
+        session.make_runner(reactor, Keyed(), "receiver", session.TransitOptions())  # type: ignore[arg-type]

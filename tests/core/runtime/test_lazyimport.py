@@ -1,0 +1,31 @@
+"""The CLI leaves ``http.cookiejar`` (and with it urllib.request, http.client, email, ssl)
+unloaded until something uses it; Twisted's compat module only re-exports it.
+
+Run in a fresh interpreter: what is loaded depends on the process's first imports.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from fresh_interpreter import run_fresh
+
+PROBE = textwrap.dedent("""
+    import sys
+    import hilltop.cli.main  # the CLI's imports, Twisted's among them
+    from hilltop.rendezvous import client
+    client._autobahn()  # what the first mailbox connection adds
+    print("urllib.request loaded:", "urllib.request" in sys.modules)
+    from twisted.python import compat
+    import http.cookiejar
+    jar = http.cookiejar.CookieJar()  # the first use loads the real module
+    print("cookie jar:", type(jar).__name__, len(jar))
+    print("urllib.request after use:", "urllib.request" in sys.modules)
+""")
+
+
+def test_the_cli_loads_the_cookie_jar_only_when_used() -> None:
+    lines = dict(line.split(": ", 1) for line in run_fresh(PROBE).splitlines())
+    assert lines["urllib.request loaded"] == "False"
+    assert lines["cookie jar"] == "CookieJar 0"
+    assert lines["urllib.request after use"] == "True"
