@@ -207,6 +207,18 @@ class Wormhole:
         self._dilating = True
         return DilatedWormhole(_dual(self._start_dilation(transit, ping_interval)))
 
+    def peer_can_dilate(self) -> DualDeferred[bool]:
+        """Whether :meth:`dilate` can work: this Wormhole was made with ``dilation=True`` and
+        the peer's ``version`` lists a Dilation version we share (fires once it came)."""
+
+        async def check() -> bool:
+            versions = await self._peer_versions_full.when()
+            return self._dilation_enabled and dilation_wire.shared_version(
+                dilation_wire.VERSIONS, versions) is not None
+
+        result: DualDeferred[bool] = _dual(check())
+        return result
+
     async def _start_dilation(self, transit: TransitOptions | None,
                               ping_interval: float) -> Any:
         from hilltop.dilation.shell import Dilator, runner_factory

@@ -132,6 +132,8 @@ class Dilator:
         self.generation_count = 0
         self.description = ""
         self.on_status: Callable[[str], None] | None = None
+        self.path_watchers: list[Callable[[str | None], None]] = []
+        """Told each new L2 connection's description, and None when it is lost."""
         self._paused = False
         self._act()
 
@@ -231,6 +233,7 @@ class Dilator:
         self._status(f"connected: {won.description}")
         self._connected.fire(None)
         self.flush()
+        self._tell_path(won.description)
 
     def _data(self, stream: Any, data: bytes) -> None:
         if stream is not self._stream or self._codec is None or self.l3 is None:
@@ -256,6 +259,15 @@ class Dilator:
         self._status(f"reconnecting ({why})")
         self.gens.lost()
         self._act()
+        self._tell_path(None)
+
+    def is_connected(self) -> bool:
+        """Whether an L2 connection carries L3 now."""
+        return self._stream is not None
+
+    def _tell_path(self, description: str | None) -> None:
+        for watcher in list(self.path_watchers):
+            watcher(description)
 
     def drop_connection(self) -> None:
         """Close the current L2 connection (tests and ``reconnect`` use it)."""

@@ -71,6 +71,24 @@ files' bytes follow back to back over one transit connection
 (official, wormhole-william) the same command sends one folder (a zip) instead.
 """
 
+DURABLE = "durable-v1"
+"""Feature: "I run file transfers over Dilation when you can dilate too".
+
+Between two peers that list it and whose ``version`` messages both carry ``can-dilate``, a
+file, folder, several-files or stream transfer runs on a Dilation subchannel instead of a
+transit connection (:mod:`hilltop.dilation.channel`): a lost path is replaced by the next
+generation and the transfer goes on from the last acknowledged byte, within a grace
+(``--reconnect-grace``). Listed only where the ``dilate`` extra (noiseprotocol) is installed;
+official and wormhole-william peers never list it and get transit as before.
+"""
+
+
+def dilation_available() -> bool:
+    """The ``dilate`` extra is installed (the Noise library Dilation's L2 needs)."""
+    import importlib.util
+
+    return importlib.util.find_spec("noise") is not None
+
 
 def _aes256gcm_available() -> bool:
     try:
@@ -82,7 +100,8 @@ def _aes256gcm_available() -> bool:
 
 
 FEATURES: tuple[str, ...] = (BIG_RECORDS, UNHASHED_ACK, STREAM, RESUME, FILES) + (
-    (AES_RECORDS,) if _aes256gcm_available() else ())
+    (AES_RECORDS,) if _aes256gcm_available() else ()) + (
+    (DURABLE,) if dilation_available() else ())
 """Features this build advertises by default."""
 
 WEBRTC = "webrtc"

@@ -76,6 +76,8 @@ class Listener:
     progress: Progress = lambda _n: None
     on_resume: Callable[[int, str], None] = lambda _o, _w: None
     on_unacknowledged: Callable[[str], None] = lambda _w: None
+    on_path: Callable[[str | None], None] = lambda _d: None
+    """A durable transfer (``durable-v1``) lost its path (None) or has a new one."""
 
 
 # --- plan and transit ---------------------------------------------------------------
@@ -124,6 +126,23 @@ def make_runner(reactor: Any, w: Wormhole, role: str, options: TransitOptions) -
     )
 
 
+async def durable(w: Wormhole, options: TransitOptions) -> TransitOptions | None:
+    """``options`` if this transfer runs over Dilation (both peers list ``durable-v1`` and
+    can dilate: :mod:`hilltop.dilation.channel`), else None: transit as before."""
+    from hilltop.dilation import channel
+
+    return options if await channel.negotiated(w) else None
+
+
+def with_grace(plan: Plan, options: TransitOptions) -> Plan:
+    """A durable transfer's idle deadline also covers a reconnect's silence."""
+    return replace(plan, idle_timeout=options.idle_timeout + options.reconnect_grace)
+
+
+NO_TRANSIT = offers.TransitMsg().to_wire()
+"""Our ``transit`` message when the transfer runs over Dilation: no hints to race."""
+
+
 def transit_message(runner: TransitRunner, hints: Sequence[Any]) -> bytes:
     """Our ``transit`` message: the abilities of our loaded transports (an extension only
     when we use it) and our hints."""
@@ -159,6 +178,7 @@ class _Shell:
         self.engine = engine
         self.listener = listener
         self.runner: TransitRunner | None = None
+        self.durable: TransitOptions | None = None  # set: the channel is a Dilation subchannel
         self.channel: Channel | None = None
         self.source: Any = None
         self.sink: Any = None
@@ -233,6 +253,12 @@ class _Shell:
                 d = self.w.get_message()
                 d.addCallbacks(lambda data: self.feed(lambda now: e.message(data, now)),
                                lambda f: self.feed(lambda _n: e.message_failed(f.value)))
+            case eng.Connect(peer) if self.durable is not None:
+                from hilltop.dilation import channel as dilated
+
+                self._track(dilated.open_channel(self.reactor, self.w, e.role, self.durable,
+                                                 e.plan.cipher, self.listener.on_path),
+                            self._up)
             case eng.Connect(peer):
                 assert self.runner is not None
                 self._track(connect_channel(self.runner, peer, e.plan.cipher), self._up)
@@ -405,6 +431,9 @@ async def send(reactor: Any, w: Wormhole, source: Any, options: TransitOptions, 
     """
     stream = isinstance(source.offer, StreamOffer)
     plan = await plan_for(w, options, stream=stream)
+    dilated = await durable(w, options)
+    if dilated is not None:
+        plan = with_grace(plan, dilated)
     engine = eng.TransferEngine.sender(
         plan, source.offer, size=None if stream else source.size,
         source_resumable=hasattr(source, "prove_prefix"))
@@ -415,6 +444,10 @@ async def send(reactor: Any, w: Wormhole, source: Any, options: TransitOptions, 
     features = frozenset(peer.shared_features(ours))
     if stream and capabilities.STREAM not in features:
         engine.start_offer(b"", features, peer.is_v1_only)
+        return await shell.wait()
+    if dilated is not None:
+        shell.durable = dilated
+        engine.start_offer(NO_TRANSIT, features, peer.is_v1_only)
         return await shell.wait()
     shell.runner = make_runner(reactor, w, "sender", options)
     try:
@@ -466,8 +499,13 @@ class Incoming:
         engine.plan = replace(engine.plan, stream=isinstance(self.offer, StreamOffer),
                               idle_timeout=options.idle_timeout)
         try:
-            shell.runner = make_runner(shell.reactor, shell.w, "receiver", options)
-            hints = await shell.runner.our_hints()
+            shell.durable = await durable(shell.w, options)
+            if shell.durable is not None:
+                engine.plan = with_grace(engine.plan, options)
+                our_transit = NO_TRANSIT
+            else:
+                shell.runner = make_runner(shell.reactor, shell.w, "receiver", options)
+                our_transit = transit_message(shell.runner, await shell.runner.our_hints())
         except BaseException:
             sink.abort()
             if shell.runner is not None:
@@ -477,7 +515,7 @@ class Incoming:
         offer = self.offer
         assert not isinstance(offer, TextOffer)
         size = None if isinstance(offer, StreamOffer) else wire_size(offer)
-        engine.accept(transit_message(shell.runner, hints), size=size, resume_offset=offset,
+        engine.accept(our_transit, size=size, resume_offset=offset,
                       salt=os.urandom(resume.SALT_SIZE) if offset else b"")
         shell.w.when_closed().addErrback(
             lambda f: shell.feed(lambda _n: engine.mailbox_lost(f.value)))

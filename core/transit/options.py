@@ -15,6 +15,9 @@ from hilltop.transit.settings import TransportSettings
 
 DEFAULT_IDLE_TIMEOUT = 120.0
 """Seconds of a peer's silence that end a transfer (:attr:`TransitOptions.idle_timeout`)."""
+DEFAULT_RECONNECT_GRACE = 120.0
+"""Seconds a durable transfer waits for a lost path to be replaced
+(:attr:`TransitOptions.reconnect_grace`)."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,10 @@ class TransitOptions:
       :class:`~hilltop.errors.StalledError` or :class:`~hilltop.errors.SilentPeerError`
       (``--idle-timeout``). Why 120 s: the transit race's own limit, and long enough for a
       receiver's fsync of a big file on a slow disk; official 0.24 waits forever.
+    * ``reconnect_grace``: between two hilltop peers that run the transfer over Dilation
+      (``durable-v1``), seconds to wait for a new connection after the path is lost before
+      the transfer fails (``--reconnect-grace``); the idle deadline is lengthened by as much.
+      Why 120 s: a relay restart or a laptop changing networks takes seconds to a minute.
     """
 
     transit_helpers: Sequence[str] = ()
@@ -59,3 +66,4 @@ class TransitOptions:
     # told about each attempt as the race goes (the CLI's --json events); never changes it
     on_attempt: Callable[[AttemptNote], None] | None = None
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    reconnect_grace: float = DEFAULT_RECONNECT_GRACE
