@@ -367,6 +367,8 @@ class Wormhole:
     def close(self, mood: str | None = None) -> DualDeferred[str]:
         """Close and wait until the server confirmed. Fires with the mood, or fails with
         the error that ended the wormhole (e.g. WrongCodeError)."""
+        if self._dilator is not None:  # first: a connection lost now must not try to
+            self._dilator.stop()  # reconnect through a mailbox that is closing
         self._input(lambda: self._engine.close(mood))
         return self._closed.when()
 

@@ -143,6 +143,9 @@ class DilatedChannel(TransitConnection):
         self._grace = grace
         self._on_path = on_path
         self._grace_call: Any = None
+        self._reconnecting = False
+        self.lost_because: ReconnectGraceExpired | None = None
+        """Set once the grace expired: the transfer's error (not "connection closed")."""
         self.description = f"dilated, {dilator.description}" if dilator.description \
             else "dilated"
         dilator.path_watchers.append(self._path)
@@ -158,7 +161,8 @@ class DilatedChannel(TransitConnection):
                 self._grace_call.cancel()
             self._grace_call = None
             self.description = f"dilated, {description}"
-        if self._on_path is not None:
+        if self._on_path is not None and self._reconnecting != (description is None):
+            self._reconnecting = description is None  # told once per loss and per return
             self._on_path(description)
 
     def _start_grace(self) -> None:
@@ -167,7 +171,7 @@ class DilatedChannel(TransitConnection):
 
     def _expired(self) -> None:
         self._grace_call = None
-        self._lost = ReconnectGraceExpired(
+        self._lost = self.lost_because = ReconnectGraceExpired(
             f"the connection to the peer was lost and did not come back within "
             f"{self._grace:g} s (--reconnect-grace)")
         self._sub.give_up(str(self._lost))

@@ -292,7 +292,12 @@ class _Shell:
                 def lost(failure: Any, d: Any = d) -> None:
                     if d in self._pending:
                         self._pending.remove(d)
-                    if not isinstance(failure.value, defer.CancelledError):
+                    if isinstance(failure.value, defer.CancelledError):
+                        return
+                    why = _lost_because(self.channel)
+                    if why is not None:
+                        self.feed(lambda _n: e.failed(why))
+                    else:
                         self.feed(lambda _n: e.channel_lost(failure.value))
 
                 d.addCallbacks(got, lost)
@@ -341,6 +346,15 @@ class _Shell:
         self.listener.progress(nbytes)
 
     async def _bulk(self, start: eng.StartBulk) -> Any:
+        try:
+            return await self._move_bulk(start)
+        except TransitError:
+            why = _lost_because(self.channel)
+            if why is None:
+                raise
+            raise why from None
+
+    async def _move_bulk(self, start: eng.StartBulk) -> Any:
         from hilltop.transfer import datapath
 
         plan, channel = self.engine.plan, self.channel
@@ -418,6 +432,13 @@ class _Shell:
                 with contextlib.suppress(BaseException):
                     await self._ending
             raise
+
+
+def _lost_because(channel: Channel | None) -> BaseException | None:
+    """Why a channel that knows it ended (a durable transfer's expired grace), else None:
+    the data path's own words ("the connection closed while sending") would hide it."""
+    why = getattr(channel, "lost_because", None)
+    return why if isinstance(why, BaseException) else None
 
 
 # --- sending ---------------------------------------------------------------
