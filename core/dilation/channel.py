@@ -146,7 +146,7 @@ class DilatedChannel(TransitConnection):
         self._reconnecting = False
         self.lost_because: ReconnectGraceExpired | None = None
         """Set once the grace expired: the transfer's error (not "connection closed")."""
-        self.description = f"dilated, {dilator.description}" if dilator.description \
+        self.description = f"{dilator.description} (dilated)" if dilator.description \
             else "dilated"
         dilator.path_watchers.append(self._path)
         stream.when_closed().addCallback(lambda _: self._forget())
@@ -160,7 +160,7 @@ class DilatedChannel(TransitConnection):
             if self._grace_call is not None and self._grace_call.active():
                 self._grace_call.cancel()
             self._grace_call = None
-            self.description = f"dilated, {description}"
+            self.description = f"{description} (dilated)"
         if self._on_path is not None and self._reconnecting != (description is None):
             self._reconnecting = description is None  # told once per loss and per return
             self._on_path(description)
@@ -184,11 +184,15 @@ class DilatedChannel(TransitConnection):
             self._dilator.path_watchers.remove(self._path)
 
 
-async def negotiated(w: Wormhole) -> bool:
+async def negotiated(w: Wormhole, options: TransitOptions) -> bool:
     """Both peers list ``durable-v1`` and both can dilate (our Wormhole was made with
-    ``dilation=True`` and the peer's ``version`` lists a Dilation version we share)."""
+    ``dilation=True`` and the peer's ``version`` lists a Dilation version we share), and
+    this run's transports can carry Dilation: not under ``--tor`` (its L2 over Tor is
+    untested) nor when ``--transports`` names webrtc (L2 connections race without it)."""
     from hilltop.rendezvous import capabilities
 
+    if options.tor or (options.transports is not None and "webrtc" in options.transports):
+        return False
     ours = capabilities.from_app_versions(w.app_versions).features
     peer = capabilities.from_app_versions(await w.get_peer_versions())
     if capabilities.DURABLE not in peer.shared_features(ours):

@@ -131,7 +131,7 @@ async def durable(w: Wormhole, options: TransitOptions) -> TransitOptions | None
     can dilate: :mod:`hilltop.dilation.channel`), else None: transit as before."""
     from hilltop.dilation import channel
 
-    return options if await channel.negotiated(w) else None
+    return options if await channel.negotiated(w, options) else None
 
 
 def with_grace(plan: Plan, options: TransitOptions) -> Plan:
