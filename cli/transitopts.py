@@ -33,6 +33,11 @@ def transit_flags(f: Callable[..., Any]) -> Callable[..., Any]:
     f = no_plugins_flag(f)
     f = idle_timeout_flag(f)
     f = reconnect_grace_flag(f)
+    f = click.option("--durable/--no-durable", default=True, expose_value=False,
+                     callback=_remember_durable,
+                     help="between two hilltop peers with the 'dilate' extra, run the "
+                          "transfer over Dilation, which reconnects when the path breaks "
+                          "(default: yes); --no-durable uses a transit connection")(f)
     f = webrtc_flags(f)
     return f
 
@@ -55,6 +60,19 @@ def reconnect_grace_flag(f: Callable[..., Any]) -> Callable[..., Any]:
                              "before it fails")(f)
 
 
+_DURABLE = "hilltop.durable"
+
+
+def _remember_durable(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    ctx.meta[_DURABLE] = value
+    return value
+
+
+def durable_chosen() -> bool:
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is None or ctx.meta.get(_DURABLE, True))
+
+
 def reconnect_grace_chosen() -> float:
     ctx = click.get_current_context(silent=True)
     chosen = ctx.meta.get(_RECONNECT_GRACE) if ctx is not None else None
@@ -65,7 +83,7 @@ def dilation_wanted() -> bool:
     """Make the Wormhole able to dilate (``durable-v1``) when the ``dilate`` extra is here."""
     from hilltop.rendezvous import capabilities
 
-    return capabilities.dilation_available()
+    return durable_chosen() and capabilities.dilation_available()
 
 
 _IDLE_TIMEOUT = "hilltop.idle_timeout"
@@ -188,7 +206,7 @@ def transit_options(transit_helpers: Sequence[str], listen: bool,
                           no_plugins=no_plugins_chosen(),
                           settings=TransportSettings(webrtc_settings(), relay),
                           on_attempt=events.attempt, idle_timeout=idle_timeout_chosen(),
-                          reconnect_grace=reconnect_grace_chosen())
+                          reconnect_grace=reconnect_grace_chosen(), durable=durable_chosen())
 
 
 def relay_choices(given: Sequence[str]) -> tuple[list[str], RelaySettings]:

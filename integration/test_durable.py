@@ -14,10 +14,12 @@ transfer at ~40-60 MB/s and a test must take well under a minute or two.
 
 from __future__ import annotations
 
+import os
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from faultkit import ends_cleanly, nothing_visible, wait_until_partial
@@ -113,3 +115,62 @@ def test_grace_expires_with_one_clear_line(hilltop: Callable[..., Peer], relay: 
     ends_cleanly(r, 60, needle)
     assert nothing_visible(dest) == []
     assert (dest / f".{src.name}.hilltop-part").exists()  # kept for a resume, as today
+
+
+# --- the receiver's address changes (namespaces) ---------------------------------------------
+NS_SIZE = 100 * 1000 * 1000
+NS_RATE = "200mbit"
+"""The receiver's link (tc tbf): 100 MB take ~4 s, so "a third" is reliable."""
+
+
+@pytest.fixture
+def lab(tmp_path: Path, peers_venv: Path) -> Iterator[Any]:
+    if os.geteuid() != 0 or not all(shutil.which(t) for t in ("ip", "nft", "tc", "ss")):
+        pytest.skip("the namespace lab needs root, iproute2, tc, ss and nftables")
+    from natlab import NatLab
+
+    lab = NatLab(tmp_path / "lab")
+    try:
+        lab.up()
+        lab.add_public_host("hostC", "198.19.0.4")
+        lab.add_public_host("hostD", "198.19.0.5")
+        lab.exec("hostD", "tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", NS_RATE,
+                 "burst", "64kb", "latency", "50ms")
+        lab.servers(peers_venv / "bin" / "twist", coturn=False, relay=True)
+        yield lab
+    finally:
+        lab.down()
+
+
+def test_the_receivers_address_changes_mid_transfer(lab: Any, tmp_path: Path) -> None:
+    """hostD's address 198.19.0.5 goes and 198.19.0.6 comes; its sockets on the old address
+    are aborted (``ss -K``), as a host that changed networks finds them. The direct path
+    dies; the next generation reaches the new address (or the relay) and the same two
+    commands finish with the file intact."""
+    from natlab import MAILBOX, TRANSIT_HELPER
+    from nsproc import hilltop_command
+
+    src = random_file(tmp_path / "src" / "moving.bin", NS_SIZE)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    head = [*hilltop_command(), "--relay-url", MAILBOX, "--transit-helper", TRANSIT_HELPER,
+            "--json"]
+    flags = ["--hide-progress", "--transports", "direct-tcp,relay"]
+    sender = lab.run("hostC", "send", [*head, "send", *flags, str(src)], cwd=tmp_path)
+    code = sender.wait_for(r'"event": "code", "time": [0-9.]+, "code": "([^"]+)"', 30).group(1)
+    receiver = lab.run("hostD", "receive", [*head, "receive", *flags, "--accept-file", code],
+                       cwd=dest)
+    part = dest / f".{src.name}.hilltop-part"
+    deadline = time.monotonic() + 60
+    while not (part.exists() and part.stat().st_size >= NS_SIZE // 3):
+        assert time.monotonic() < deadline, receiver.describe() + sender.describe()
+        assert receiver.proc.poll() is None, receiver.describe() + sender.describe()
+        time.sleep(0.02)
+    lab.exec("hostD", "ip", "addr", "add", "198.19.0.6/24", "dev", "eth0")
+    lab.exec("hostD", "ip", "addr", "del", "198.19.0.5/24", "dev", "eth0")
+    lab.exec("hostD", "ss", "-K", "src", "198.19.0.5")
+    assert receiver.finish(120) == 0, receiver.describe() + sender.describe()
+    assert sender.finish(30) == 0, sender.describe()
+    assert digest(dest / src.name) == digest(src)
+    assert '"state": "reconnecting"' in receiver.stdout, receiver.describe()
+    assert '"state": "connected"' in receiver.stdout, receiver.describe()

@@ -52,6 +52,10 @@ SUBPROTOCOL = "hilltop-transfer-v1"
 CLOSE_WAIT = 5.0
 """Seconds :meth:`SubchannelStream.close` waits for the peer's CLOSE before it counts the
 subchannel as gone: a peer that already stopped its Dilation never answers."""
+PING_INTERVAL = 10.0
+"""The leader's ping interval for a transfer's Dilation (official's default is 30 s): a path
+that died without a word (a NAT that forgot its mapping) is dropped after two silent
+intervals, so 20 s instead of a minute of the grace go by before the reconnect starts."""
 
 OnPath = Callable[[str | None], None]
 """Told the new path's description after each (re)connection, None when it is lost."""
@@ -187,11 +191,13 @@ class DilatedChannel(TransitConnection):
 async def negotiated(w: Wormhole, options: TransitOptions) -> bool:
     """Both peers list ``durable-v1`` and both can dilate (our Wormhole was made with
     ``dilation=True`` and the peer's ``version`` lists a Dilation version we share), and
-    this run's transports can carry Dilation: not under ``--tor`` (its L2 over Tor is
-    untested) nor when ``--transports`` names webrtc (L2 connections race without it)."""
+    this run allows it (not ``--no-durable``) and its transports can carry Dilation: not
+    under ``--tor`` (its L2 over Tor is untested) nor when ``--transports`` names webrtc
+    (L2 connections race without it)."""
     from hilltop.rendezvous import capabilities
 
-    if options.tor or (options.transports is not None and "webrtc" in options.transports):
+    webrtc = options.transports is not None and "webrtc" in options.transports
+    if not options.durable or options.tor or webrtc:
         return False
     ours = capabilities.from_app_versions(w.app_versions).features
     peer = capabilities.from_app_versions(await w.get_peer_versions())
@@ -204,7 +210,7 @@ async def open_channel(reactor: Any, w: Wormhole, role: str, options: TransitOpt
                        cipher: Cipher, on_path: OnPath | None = None) -> DilatedChannel:
     """Dilate ``w`` and return the transfer's channel: the sender opens the subchannel, the
     receiver waits for it (at most the grace, as for a reconnect)."""
-    dilated = w.dilate(transit=options)
+    dilated = w.dilate(transit=options, ping_interval=PING_INTERVAL)
     dilator = await dilated.dilator()
     grace = options.reconnect_grace
     stream = SubchannelStream(reactor)

@@ -53,6 +53,7 @@ class TransitOptions:
       (``durable-v1``), seconds to wait for a new connection after the path is lost before
       the transfer fails (``--reconnect-grace``); the idle deadline is lengthened by as much.
       Why 120 s: a relay restart or a laptop changing networks takes seconds to a minute.
+      ``durable=False`` (``--no-durable``) keeps such a transfer on transit.
     """
 
     transit_helpers: Sequence[str] = ()
@@ -67,3 +68,4 @@ class TransitOptions:
     on_attempt: Callable[[AttemptNote], None] | None = None
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
     reconnect_grace: float = DEFAULT_RECONNECT_GRACE
+    durable: bool = True  # False: transit even where durable-v1 could be used (--no-durable)
