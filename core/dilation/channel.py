@@ -52,6 +52,12 @@ SUBPROTOCOL = "hilltop-transfer-v1"
 CLOSE_WAIT = 5.0
 """Seconds :meth:`SubchannelStream.close` waits for the peer's CLOSE before it counts the
 subchannel as gone: a peer that already stopped its Dilation never answers."""
+ABORT_WAIT = 2.0
+"""The same for :meth:`SubchannelStream.abort`. Not zero: the L2 connection must stay up until
+the peer has our CLOSE. Dropped at once, our socket answered the peer's next ACK with a reset,
+and the relay then threw away the megabytes still queued before the CLOSE, so a receiver
+whose sender was interrupted waited its whole grace (seen in
+integration/test_faults_local.py's interrupt tests: 75 records never arrived)."""
 PING_INTERVAL = 10.0
 """The leader's ping interval for a transfer's Dilation (official's default is 30 s): a path
 that died without a word (a NAT that forgot its mapping) is dropped after two silent
@@ -114,16 +120,19 @@ class SubchannelStream(Delivery, TwistedProtocol):
             transport.unregisterProducer()
 
     def close(self) -> None:
+        self._close(CLOSE_WAIT, "closed")
+
+    def abort(self) -> None:
+        self._close(ABORT_WAIT, "aborted")
+
+    def _close(self, wait: float, why: str) -> None:
+        """Send our CLOSE; the subchannel is gone when the peer's CLOSE comes back, or after
+        ``wait`` seconds (L3 has no half-close)."""
         if self.transport is None or self._lost_reason is not None:
             return
         self.transport.loseConnection()
         if self._close_call is None:
-            self._close_call = self._reactor.callLater(CLOSE_WAIT, self.give_up, "closed")
-
-    def abort(self) -> None:
-        if self.transport is not None and self._lost_reason is None:
-            self.transport.loseConnection()
-        self.give_up("aborted")
+            self._close_call = self._reactor.callLater(wait, self.give_up, why)
 
     def give_up(self, why: str) -> None:
         """The subchannel is gone for us (``why`` becomes the channel's error)."""

@@ -373,9 +373,13 @@ class Dilator:
                 sub.protocol.connectionLost(Failure(error.ConnectionLost("dilation stopped")))
         self._subs.clear()
         stream, self._stream = self._stream, None
-        if stream is not None:
-            stream.close()
-        return self._stop_runner()
+        stopped = self._stop_runner()
+        if stream is None:
+            return stopped
+        closing: defer.Deferred[None] = stream.when_closed()
+        stream.close()  # what L3 wrote (a subchannel's CLOSE) leaves first
+        both = defer.gatherResults([stopped, closing], consumeErrors=True)
+        return both.addCallback(lambda _: None)
 
     def _stop_runner(self) -> defer.Deferred[None]:
         if self._race_call is not None and self._race_call.active():

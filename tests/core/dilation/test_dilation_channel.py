@@ -14,6 +14,7 @@ from twisted.internet import task
 from twisted.python.failure import Failure
 
 from hilltop.dilation.channel import (
+    ABORT_WAIT,
     CLOSE_WAIT,
     DilatedChannel,
     ReconnectGraceExpired,
@@ -185,3 +186,24 @@ def test_producer_registration_reaches_the_subchannel() -> None:
     assert pipe.producer is producer
     stream.unregister_producer()
     assert pipe.producer is None
+
+
+def test_abort_keeps_the_subchannel_until_the_peer_closes_too() -> None:
+    """Dropped at once, the L2 connection reset and a relay lost what was queued before our
+    CLOSE; the peer then waited its whole grace instead of ending."""
+    clock = task.Clock()
+    stream = SubchannelStream(clock)
+    pipe = Pipe(clock)
+    stream.makeConnection(pipe)
+    gone: list[Any] = []
+    stream.when_closed().addCallback(gone.append)
+    stream.abort()
+    assert pipe.closed and not gone  # our CLOSE is on its way; the peer's is awaited
+    stream.connectionLost(Failure(ConnectionError("the peer's CLOSE")))
+    assert gone == [None]
+    late = SubchannelStream(clock)
+    late.makeConnection(Pipe(clock))
+    late.when_closed().addCallback(gone.append)
+    late.abort()
+    clock.advance(ABORT_WAIT + 0.1)  # a peer that never answers is not waited for long
+    assert gone == [None, None]
