@@ -6,6 +6,8 @@ between hilltop peers the partial then resumes. The table in docs/reliability.md
 Transfers go through :class:`faultkit.OwnRelay` (a relay of the test's own behind a 10 MB/s
 proxy) with ``--no-listen`` on both sides, so "mid-transfer" lasts seconds and the relay is
 the only path. Time-outs are shortened with ``--idle-timeout`` so the bounds are seconds.
+Two hilltop peers use ``--no-durable``: these are transit's faults; over Dilation a lost path
+or peer is waited for (``--reconnect-grace``), which integration/test_durable.py covers.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ def transfer(peers: Peers, relay: OwnRelay, sender: str, receiver: str, src: Pat
              dest: Path, *extra: str) -> tuple[Peer, Peer]:
     """``sender`` sends ``src`` to ``receiver`` in ``dest``, both only through ``relay``."""
     start = {"hilltop": peers.hilltop, "official": peers.official}
+    if sender == receiver == "hilltop":
+        extra = ("--no-durable", *extra)
     s = start[sender]("send", "--no-listen", *extra, str(src), transit_helper=relay.hint)
     code = s.wait_for_code()
     r = start[receiver]("receive", "--no-listen", "--accept-file", *extra, code,

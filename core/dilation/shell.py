@@ -162,8 +162,7 @@ class Dilator:
                 case m.UseHints(hints):
                     self._use_hints(hints)
                 case m.Drop():
-                    if self._stream is not None:
-                        self._stream.close()
+                    self.drop_connection()
 
     def _start_generation(self, number: int) -> None:
         assert self.gens.leader is not None
@@ -270,9 +269,17 @@ class Dilator:
             watcher(description)
 
     def drop_connection(self) -> None:
-        """Close the current L2 connection (tests and ``reconnect`` use it)."""
-        if self._stream is not None:
-            self._stream.close()
+        """Drop the current L2 connection now (a silent peer, the leader's ``reconnect``,
+        tests). Aborted, not closed: a close first flushes what waits to be sent, which on a
+        dead path (an address that went away) never leaves, so the connection was never
+        counted lost and the next generation never started; L3 re-sends it anyway."""
+        stream = self._stream
+        if stream is not None:
+            abort = getattr(stream, "abort", None)
+            if abort is None:
+                stream.close()
+            else:
+                abort()
 
     # -- L3 --------------------------------------------------------------------------------------
     def flush(self) -> None:
