@@ -67,13 +67,14 @@ def heal(work: Path, src: Path, down: float) -> None:
     server = relay()
     inbox = work / "heal-inbox"
     inbox.mkdir(exist_ok=True)
-    helper = ["--transit-helper", f"tcp:127.0.0.1:{port}", "--no-listen", "--hide-progress"]
+    helper = ["--transit-helper", f"tcp:127.0.0.1:{port}"]
+    flags = ["--no-listen", "--hide-progress"]
     code = "7-heal-bench"
     began = time.monotonic()
-    s = subprocess.Popen([HILLTOP, "send", *helper, "--code", code, str(src)], cwd=work,
+    s = subprocess.Popen([HILLTOP, *helper, "send", *flags, "--code", code, str(src)], cwd=work,
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE)
-    r = subprocess.Popen([HILLTOP, "receive", *helper, "--accept-file", code], cwd=inbox,
+    r = subprocess.Popen([HILLTOP, *helper, "receive", *flags, "--accept-file", code], cwd=inbox,
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE)
     part = inbox / f".{src.name}.hilltop-part"
