@@ -109,8 +109,8 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, alloca
             manager, choices.options = await start_tor(reactor, tor, options)
             extra_args["endpoint_factory"] = manager.endpoint_factory
         w = api.Wormhole(opts.appid, relay_url, reactor=reactor,
-                         app_versions=app_versions(choices.options), dilation=dilation_wanted(),
-                         **extra_args)
+                         app_versions=app_versions(choices.options),
+                         dilation=dilation_wanted(choices.options), **extra_args)
         watch_mailbox(w)
         try:
             with cli_lan.suggest_lan("receive", enabled=found is None and tor is None):

@@ -189,7 +189,7 @@ def send(opts: GlobalOptions, paths: tuple[str, ...], text: str | None, code: st
             manager, chosen = await start_tor(reactor, tor, options)
             extra_args["endpoint_factory"] = manager.endpoint_factory
         w = api.Wormhole(opts.appid, opts.relay_url, reactor=reactor,
-                         app_versions=app_versions(chosen), dilation=dilation_wanted(),
+                         app_versions=app_versions(chosen), dilation=dilation_wanted(chosen),
                          **extra_args)
         try:
             with cli_lan.suggest_lan("send", enabled=tor is None):

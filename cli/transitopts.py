@@ -79,11 +79,14 @@ def reconnect_grace_chosen() -> float:
     return float(chosen) if chosen is not None else DEFAULT_RECONNECT_GRACE
 
 
-def dilation_wanted() -> bool:
-    """Make the Wormhole able to dilate (``durable-v1``) when the ``dilate`` extra is here."""
+def dilation_wanted(options: TransitOptions) -> bool:
+    """Make the Wormhole able to dilate (``durable-v1``) when the ``dilate`` extra is here
+    and this run may use it (:func:`hilltop.dilation.channel.usable`): the ``version``
+    message then says so, and both sides agree before either chooses."""
+    from hilltop.dilation.channel import usable
     from hilltop.rendezvous import capabilities
 
-    return durable_chosen() and capabilities.dilation_available()
+    return usable(options) and capabilities.dilation_available()
 
 
 _IDLE_TIMEOUT = "hilltop.idle_timeout"

@@ -197,16 +197,21 @@ class DilatedChannel(TransitConnection):
             self._dilator.path_watchers.remove(self._path)
 
 
+def usable(options: TransitOptions) -> bool:
+    """This run allows a durable transfer (not ``--no-durable``) and its transports can carry
+    Dilation: not under ``--tor`` (its L2 over Tor is untested) nor when ``--transports``
+    names webrtc (L2 connections race without it)."""
+    webrtc = options.transports is not None and "webrtc" in options.transports
+    return options.durable and not options.tor and not webrtc
+
+
 async def negotiated(w: Wormhole, options: TransitOptions) -> bool:
     """Both peers list ``durable-v1`` and both can dilate (our Wormhole was made with
     ``dilation=True`` and the peer's ``version`` lists a Dilation version we share), and
-    this run allows it (not ``--no-durable``) and its transports can carry Dilation: not
-    under ``--tor`` (its L2 over Tor is untested) nor when ``--transports`` names webrtc
-    (L2 connections race without it)."""
+    :func:`usable` allows it."""
     from hilltop.rendezvous import capabilities
 
-    webrtc = options.transports is not None and "webrtc" in options.transports
-    if not options.durable or options.tor or webrtc:
+    if not usable(options):
         return False
     ours = capabilities.from_app_versions(w.app_versions).features
     peer = capabilities.from_app_versions(await w.get_peer_versions())

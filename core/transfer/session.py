@@ -452,7 +452,9 @@ async def send(reactor: Any, w: Wormhole, source: Any, options: TransitOptions, 
     """
     stream = isinstance(source.offer, StreamOffer)
     plan = await plan_for(w, options, stream=stream)
-    dilated = await durable(w, options)
+    # a stream of unknown length stays on transit: without Dilation's inbound flow control a
+    # receiver whose consumer stops reading would hold the stream in memory
+    dilated = None if stream else await durable(w, options)
     if dilated is not None:
         plan = with_grace(plan, dilated)
     engine = eng.TransferEngine.sender(
@@ -520,7 +522,8 @@ class Incoming:
         engine.plan = replace(engine.plan, stream=isinstance(self.offer, StreamOffer),
                               idle_timeout=options.idle_timeout)
         try:
-            shell.durable = await durable(shell.w, options)
+            if engine.peer_transit == offers.TransitMsg():  # the sender chose Dilation
+                shell.durable = await durable(shell.w, options)
             if shell.durable is not None:
                 engine.plan = with_grace(engine.plan, options)
                 our_transit = NO_TRANSIT
