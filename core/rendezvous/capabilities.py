@@ -78,8 +78,9 @@ Between two peers that list it and whose ``version`` messages both carry ``can-d
 file, folder or several-files transfer runs on a Dilation subchannel instead of a transit
 connection (:mod:`hilltop.dilation.channel`): a lost path is replaced by the next generation
 and the transfer goes on from the last acknowledged byte, within a grace
-(``--reconnect-grace``). A stream stays on transit until Dilation has inbound flow control. Listed only where the ``dilate`` extra (noiseprotocol) is installed;
-official and wormhole-william peers never list it and get transit as before.
+(``--reconnect-grace``). A stream stays on transit until Dilation has inbound flow control.
+Listed only where the ``dilate`` extra (noiseprotocol) is installed; official and
+wormhole-william peers never list it and get transit as before.
 """
 
 
