@@ -62,8 +62,9 @@ def _json_callback(_ctx: click.Context, _param: click.Parameter, value: bool) ->
 
 JSON_HELP = ("report every event as one JSON object per line on stdout, its kind in the "
              '"event" field (code, code_consumed, verifier, peer_connected, question, offer, '
-             "mailbox_reconnecting, transit_attempt, transit_connected, progress, text, "
-             "file, ssh_key, ssh_key_added, done, error); human output goes away")
+             "mailbox_reconnecting, transit_attempt, transit_connected, transit_path, "
+             "progress, text, file, ssh_key, ssh_key_added, done, error); human output goes "
+             "away")
 """Said without pointing at docs/json-events.md, which an installed copy does not have; the
 list is the schema's (tests/cli/test_events.py keeps them equal)."""
 

@@ -186,7 +186,7 @@ async def send_stream(reactor: Any, w: api.Wormhole, source: StreamSource,
     with transfer_progress(None, hide_progress) as shown:
         trailer = await session.send(reactor, w, source, options, listener=session.Listener(
             on_connected=lambda desc: shown.connected(f"Sending ({desc})...", desc),
-            progress=shown.update))
+            progress=shown.update, on_path=shown.path))
         shown.done("Sent", kind="stream")
     events.human(f"Stream of {trailer.length} bytes sent and confirmed by the receiver. "
                  "Transfer complete.")

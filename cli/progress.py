@@ -60,6 +60,21 @@ class TransferProgress:
             self._advance = bar.update
             self._bar = bar
 
+    def path(self, via: str | None) -> None:
+        """A durable transfer lost its connection (None) or has a new one: the bar's label
+        (or a status line without a bar) says "reconnecting..." until it is back."""
+        if events.json_mode():
+            events.emit("transit_path", state="reconnecting" if via is None else "connected",
+                        **({} if via is None else {"via": via}))
+            return
+        if self._bar is not None:
+            self._bar.set_description_str("reconnecting..." if via is None else "")
+        else:
+            output.status("reconnecting..." if via is None else f"reconnected ({via})",
+                          self._stream)
+        if via is not None:
+            self._via = via
+
     def line(self, text: str) -> None:
         """A status line above the bar, which is redrawn under it (several files' lines)."""
         if self._bar is not None:

@@ -20,6 +20,7 @@ from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
 from hilltop.cli.transitopts import (
     app_versions,
     check_transport_names,
+    dilation_wanted,
     lan_flags,
     transit_flags,
     transit_options,
@@ -108,7 +109,8 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, alloca
             manager, choices.options = await start_tor(reactor, tor, options)
             extra_args["endpoint_factory"] = manager.endpoint_factory
         w = api.Wormhole(opts.appid, relay_url, reactor=reactor,
-                         app_versions=app_versions(choices.options), **extra_args)
+                         app_versions=app_versions(choices.options),
+                         dilation=dilation_wanted(choices.options), **extra_args)
         watch_mailbox(w)
         try:
             with cli_lan.suggest_lan("receive", enabled=found is None and tor is None):
@@ -227,6 +229,7 @@ def _listener(shown: TransferProgress, progress: Any = None) -> session.Listener
         on_connected=lambda desc: shown.connected(f"Receiving (->{desc})...", desc),
         progress=progress or shown.update,
         on_unacknowledged=lambda why: warn_unacknowledged(shown, why),
+        on_path=shown.path,
         on_resume=lambda offset, why: show_resume(shown, offset, why))
 
 

@@ -20,6 +20,7 @@ from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
 from hilltop.cli.transitopts import (
     app_versions,
     check_transport_names,
+    dilation_wanted,
     lan_flags,
     transit_flags,
     transit_options,
@@ -189,6 +190,9 @@ def send(opts: GlobalOptions, paths: tuple[str, ...], text: str | None, code: st
             extra_args["endpoint_factory"] = manager.endpoint_factory
         w = api.Wormhole(opts.appid, opts.relay_url, reactor=reactor,
                          app_versions=app_versions(chosen, transit_follows=text is None),
+                         # only a sender asked for --durable can choose it
+                         dilation=text is None and chosen.durable is True
+                         and dilation_wanted(chosen),
                          **extra_args)
         try:
             with cli_lan.suggest_lan("send", enabled=tor is None):
@@ -310,7 +314,7 @@ async def _send_file(reactor: Any, w: api.Wormhole, source: Source,
     with transfer_progress(source.size, hide_progress) as shown:
         await session.send(reactor, w, source, options, listener=session.Listener(
             on_connected=lambda desc: shown.connected(f"Sending ({desc})...", desc),
-            progress=shown.update,
+            progress=shown.update, on_path=shown.path,
             on_resume=lambda offset, why: show_resume(shown, offset, why)))
         shown.done("Sent", kind=offer_kind(source.offer))
     events.human("File sent and confirmed by the receiver. Transfer complete.")

@@ -108,6 +108,7 @@ async def send_files(reactor: Any, w: api.Wormhole, bundle: Bundle,
         await session.send(reactor, w, source, options, listener=session.Listener(
             on_connected=lambda desc: shown.connected(f"Sending ({desc})...", desc),
             progress=lines.update if lines is not None else shown.update,
+            on_path=shown.path,
             on_resume=lambda offset, why: show_resume(shown, offset, why)))
         if lines is not None:
             lines.finish()

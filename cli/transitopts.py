@@ -9,7 +9,11 @@ import click
 
 from hilltop.cli import events
 from hilltop.errors import HilltopError
-from hilltop.transit.options import DEFAULT_IDLE_TIMEOUT, TransitOptions
+from hilltop.transit.options import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_RECONNECT_GRACE,
+    TransitOptions,
+)
 from hilltop.transit.settings import TransportSettings
 
 if TYPE_CHECKING:
@@ -28,8 +32,63 @@ def transit_flags(f: Callable[..., Any]) -> Callable[..., Any]:
                           "see 'wormhole transports'")(f)
     f = no_plugins_flag(f)
     f = idle_timeout_flag(f)
+    f = reconnect_grace_flag(f)
+    f = click.option("--durable/--no-durable", default=None, expose_value=False,
+                     callback=_remember_durable,
+                     help="send: between two hilltop peers with the 'dilate' extra, run the "
+                          "transfer over Dilation, which reconnects when the path breaks "
+                          "(costs CPU: off unless asked); receive: a receiver follows its "
+                          "sender unless --no-durable")(f)
     f = webrtc_flags(f)
     return f
+
+
+_RECONNECT_GRACE = "hilltop.reconnect_grace"
+
+
+def _remember_grace(ctx: click.Context, _param: click.Parameter, value: float) -> float:
+    ctx.meta[_RECONNECT_GRACE] = value
+    return value
+
+
+def reconnect_grace_flag(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``--reconnect-grace SECONDS``; kept in the click context like ``--idle-timeout``."""
+    return click.option("--reconnect-grace", type=click.FloatRange(min=0.1), metavar="SECONDS",
+                        default=DEFAULT_RECONNECT_GRACE, show_default=True, expose_value=False,
+                        callback=_remember_grace,
+                        help="between two hilltop peers with Dilation (the 'dilate' extra): "
+                             "how long a transfer whose connection broke waits for a new one "
+                             "before it fails")(f)
+
+
+_DURABLE = "hilltop.durable"
+
+
+def _remember_durable(ctx: click.Context, _param: click.Parameter,
+                      value: bool | None) -> bool | None:
+    ctx.meta[_DURABLE] = value
+    return value
+
+
+def durable_chosen() -> bool | None:
+    """``--durable`` (True), ``--no-durable`` (False) or neither (None)."""
+    ctx = click.get_current_context(silent=True)
+    return None if ctx is None else ctx.meta.get(_DURABLE)
+
+
+def reconnect_grace_chosen() -> float:
+    ctx = click.get_current_context(silent=True)
+    chosen = ctx.meta.get(_RECONNECT_GRACE) if ctx is not None else None
+    return float(chosen) if chosen is not None else DEFAULT_RECONNECT_GRACE
+
+
+def dilation_wanted(options: TransitOptions) -> bool:
+    """Make the Wormhole able to dilate (``durable-v1``) when the ``dilate`` extra is here
+    and this run may use it (:meth:`TransitOptions.may_be_durable`): the ``version``
+    message then says so, and both sides agree before either chooses."""
+    from hilltop.rendezvous import capabilities
+
+    return options.may_be_durable() and capabilities.dilation_available()
 
 
 _IDLE_TIMEOUT = "hilltop.idle_timeout"
@@ -153,7 +212,8 @@ def transit_options(transit_helpers: Sequence[str], listen: bool,
                           no_listen=not listen, transports=names,
                           no_plugins=no_plugins_chosen(),
                           settings=TransportSettings(webrtc_settings(), relay),
-                          on_attempt=events.attempt, idle_timeout=idle_timeout_chosen())
+                          on_attempt=events.attempt, idle_timeout=idle_timeout_chosen(),
+                          reconnect_grace=reconnect_grace_chosen(), durable=durable_chosen())
 
 
 def relay_choices(given: Sequence[str]) -> tuple[list[str], RelaySettings]:

@@ -11,6 +11,7 @@ waiting callers.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,8 @@ if TYPE_CHECKING:  # a text message imports no transit code
 APPID = key.APPID
 RELAY_URL = "ws://relay.magic-wormhole.io:4000/v1"
 TRANSIT_HELPER = "tcp:transit.magic-wormhole.io:4001"
+DILATION_FLUSH = 3.0
+"""Seconds :meth:`Wormhole.close` lets Dilation's connection flush before the mailbox closes."""
 
 
 class Wormhole:
@@ -207,6 +210,18 @@ class Wormhole:
         self._dilating = True
         return DilatedWormhole(_dual(self._start_dilation(transit, ping_interval)))
 
+    def peer_can_dilate(self) -> DualDeferred[bool]:
+        """Whether :meth:`dilate` can work: this Wormhole was made with ``dilation=True`` and
+        the peer's ``version`` lists a Dilation version we share (fires once it came)."""
+
+        async def check() -> bool:
+            versions = await self._peer_versions_full.when()
+            return self._dilation_enabled and dilation_wire.shared_version(
+                dilation_wire.VERSIONS, versions) is not None
+
+        result: DualDeferred[bool] = _dual(check())
+        return result
+
     async def _start_dilation(self, transit: TransitOptions | None,
                               ping_interval: float) -> Any:
         from hilltop.dilation.shell import Dilator, runner_factory
@@ -355,8 +370,23 @@ class Wormhole:
     def close(self, mood: str | None = None) -> DualDeferred[str]:
         """Close and wait until the server confirmed. Fires with the mood, or fails with
         the error that ended the wormhole (e.g. WrongCodeError)."""
+        if self._dilator is not None:
+            return _dual(self._close_dilated(mood))
         self._input(lambda: self._engine.close(mood))
         return self._closed.when()
+
+    async def _close_dilated(self, mood: str | None) -> str:
+        """Stop Dilation first (a connection lost now must not try to reconnect through a
+        mailbox that is closing) and let its L2 connection flush, at most
+        :data:`DILATION_FLUSH` seconds: a transfer that gave up sent the peer its
+        subchannel's CLOSE, and the peer then ends at once instead of after its grace."""
+        stopping = self._dilator.stop()
+        stopping.addTimeout(DILATION_FLUSH, self._reactor)
+        with contextlib.suppress(Exception):
+            await stopping
+        self._input(lambda: self._engine.close(mood))
+        result: str = await self._closed.when()
+        return result
 
     def when_closed(self) -> DualDeferred[str]:
         return self._closed.when()

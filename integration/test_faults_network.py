@@ -6,6 +6,8 @@ between hilltop peers the partial then resumes. The table in docs/reliability.md
 Transfers go through :class:`faultkit.OwnRelay` (a relay of the test's own behind a 10 MB/s
 proxy) with ``--no-listen`` on both sides, so "mid-transfer" lasts seconds and the relay is
 the only path. Time-outs are shortened with ``--idle-timeout`` so the bounds are seconds.
+Two hilltop peers use ``--no-durable``: these are transit's faults; over Dilation a lost path
+or peer is waited for (``--reconnect-grace``), which integration/test_durable.py covers.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ IDLE = 3.0
 """``--idle-timeout`` in these tests; the bound each outcome must meet adds room for a busy
 machine (the official peers take a second to start)."""
 BOUND = 30.0
+TRANSIT_ONLY = {"hilltop": ("--no-durable",), "official": ()}
+"""Flags that keep two hilltop peers on transit (see the module docstring)."""
 KEPT = [".big.bin.hilltop-part", ".big.bin.hilltop-resume"]
 """What a hilltop receiver keeps of an interrupted file from a hilltop sender (resume-v1)."""
 
@@ -46,6 +50,8 @@ def transfer(peers: Peers, relay: OwnRelay, sender: str, receiver: str, src: Pat
              dest: Path, *extra: str) -> tuple[Peer, Peer]:
     """``sender`` sends ``src`` to ``receiver`` in ``dest``, both only through ``relay``."""
     start = {"hilltop": peers.hilltop, "official": peers.official}
+    if sender == receiver == "hilltop":
+        extra = ("--no-durable", *extra)
     s = start[sender]("send", "--no-listen", *extra, str(src), transit_helper=relay.hint)
     code = s.wait_for_code()
     r = start[receiver]("receive", "--no-listen", "--accept-file", *extra, code,
@@ -140,10 +146,10 @@ def test_sender_frozen_mid_transfer_is_a_stall(peers: Peers, own_relay: OwnRelay
     """SIGSTOP: the connection stays open and nothing comes. Official 0.24 waits for ever."""
     src = random_file(tmp_path / "big.bin", SIZE)
     s = {"hilltop": peers.hilltop, "official": peers.official}[peer](
-        "send", "--no-listen", str(src), transit_helper=own_relay.hint)
+        "send", "--no-listen", *TRANSIT_ONLY[peer], str(src), transit_helper=own_relay.hint)
     code = s.wait_for_code()
     r = peers.hilltop("receive", "--no-listen", "--accept-file", "--idle-timeout", str(IDLE),
-                      code, transit_helper=own_relay.hint, cwd=dest)
+                      *TRANSIT_ONLY[peer], code, transit_helper=own_relay.hint, cwd=dest)
     wait_until_partial(dest, src.name, SIZE // 4, s, r)
     stop(s)
     started = time.monotonic()
@@ -164,10 +170,10 @@ def test_receiver_frozen_mid_transfer_is_a_stall(peers: Peers, own_relay: OwnRel
                                                  dest: Path, tmp_path: Path) -> None:
     """The sender's side of a stall: its writes stop being taken."""
     src = random_file(tmp_path / "big.bin", SIZE)
-    s = peers.hilltop("send", "--no-listen", "--idle-timeout", str(IDLE), str(src),
-                      transit_helper=own_relay.hint)
+    s = peers.hilltop("send", "--no-listen", "--no-durable", "--idle-timeout", str(IDLE),
+                      str(src), transit_helper=own_relay.hint)
     code = s.wait_for_code()
-    r = peers.hilltop("receive", "--no-listen", "--accept-file", code,
+    r = peers.hilltop("receive", "--no-listen", "--no-durable", "--accept-file", code,
                       transit_helper=own_relay.hint, cwd=dest)
     wait_until_partial(dest, src.name, SIZE // 4, s, r)
     stop(r)

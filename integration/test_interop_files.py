@@ -328,13 +328,13 @@ def sparse(path: Path, size: int) -> Path:
 
 
 def midway(hilltop: Callable[..., Peer], code: str, src: Path,
-           tmp_path: Path) -> tuple[Peer, Peer, Path]:
-    """Start hilltop -> hilltop with ``src`` and return (sender, receiver, its folder) a
-    second after the bulk started."""
+           tmp_path: Path, *flags: str) -> tuple[Peer, Peer, Path]:
+    """Start hilltop -> hilltop with ``src`` (``flags`` to both) and return (sender, receiver,
+    its folder) a second after the bulk started."""
     dest = tmp_path / "dest"
     dest.mkdir()
-    s = hilltop("send", "--code", code, str(src))
-    r = hilltop("receive", "--accept-file", code, cwd=dest)
+    s = hilltop("send", *flags, "--code", code, str(src))
+    r = hilltop("receive", *flags, "--accept-file", code, cwd=dest)
     r.wait_for_line(r"Receiving \(->", timeout=60)
     time.sleep(1.0)
     return s, r, dest
@@ -342,8 +342,10 @@ def midway(hilltop: Callable[..., Peer], code: str, src: Path,
 
 def test_interrupted_sender_leaves_nothing_that_looks_complete(
         fresh_code: str, tmp_path: Path, hilltop: Callable[..., Peer]) -> None:
+    # a killed sender on transit (--no-durable); over Dilation the receiver waits for it
+    # until --reconnect-grace: integration/test_durable.py::test_grace_expires_with_one_clear_line
     s, r, dest = midway(hilltop, fresh_code, sparse(tmp_path / "huge.bin", 8 * 1024 ** 3),
-                        tmp_path)
+                        tmp_path, "--no-durable")
     s.kill()
     received = failed_cleanly(r.finish(60), "broke after")
     # between hilltop peers (resume-v1) the partial is kept, hidden, with its record

@@ -34,6 +34,7 @@ SMALL = 40 * 1000 * 1000
 RATE = 40 * 1000 * 1000
 """Bytes per second the proxy lets through each connection (a 500 MB half takes ~6 s)."""
 TIMEOUT = 240.0
+GRACE = ("--reconnect-grace", "5")
 
 
 @pytest.fixture
@@ -55,9 +56,10 @@ class Resumer:
         self.dest = dest
 
     def start(self, src: Path, *receive_flags: str) -> tuple[Peer, Peer]:
-        s = self.hilltop("send", "--no-listen", str(src), transit_helper=self.proxy.hint)
+        # over Dilation (durable-v1) a killed peer is waited for: 5 s, not the default 120
+        s = self.hilltop("send", "--no-listen", *GRACE, str(src), transit_helper=self.proxy.hint)
         code = s.wait_for_code()
-        r = self.hilltop("receive", "--no-listen", "--accept-file", *receive_flags, code,
+        r = self.hilltop("receive", "--no-listen", "--accept-file", *GRACE, *receive_flags, code,
                          transit_helper=self.proxy.hint, cwd=self.dest)
         return s, r
 

@@ -208,10 +208,11 @@ def test_an_interrupted_transfer_leaves_nothing_complete(peers: Peers, tmp_path:
     (src / "first.txt").write_text("small and first\n")
     with open(src / "huge.bin", "wb") as f:
         f.truncate(5_000_000_000)  # sparse: cheap to send, seconds to receive
-    sender = peers.hilltop("send", "--transports", "relay", "--code", fresh_code,
-                           "first.txt", "huge.bin", cwd=src)
+    # over Dilation (durable-v1) the receiver waits --reconnect-grace for a killed sender
+    sender = peers.hilltop("send", "--transports", "relay", "--reconnect-grace", "5",
+                           "--code", fresh_code, "first.txt", "huge.bin", cwd=src)
     receiver = peers.hilltop("receive", "--accept-file", "--transports", "relay",
-                             "--hide-progress", fresh_code, cwd=dest)
+                             "--reconnect-grace", "5", "--hide-progress", fresh_code, cwd=dest)
     receiver.wait_for_line("Receiving \\(->", 120)
     deadline = time.monotonic() + 60
     while not any(dest.rglob("first.txt")) and time.monotonic() < deadline:

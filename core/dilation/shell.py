@@ -135,6 +135,8 @@ class Dilator:
         self.generation_count = 0
         self.description = ""
         self.on_status: Callable[[str], None] | None = None
+        self.path_watchers: list[Callable[[str | None], None]] = []
+        """Told each new L2 connection's description, and None when it is lost."""
         self._paused = False
         self._reading = False  # whether the current stream is being read
         self._act()
@@ -164,8 +166,7 @@ class Dilator:
                 case m.UseHints(hints):
                     self._use_hints(hints)
                 case m.Drop():
-                    if self._stream is not None:
-                        self._stream.close()
+                    self.drop_connection()
 
     def _start_generation(self, number: int) -> None:
         assert self.gens.leader is not None
@@ -236,6 +237,7 @@ class Dilator:
         self._status(f"connected: {won.description}")
         self._connected.fire(None)
         self.flush()
+        self._tell_path(won.description)
 
     def _data(self, stream: Any, data: bytes) -> None:
         if stream is not self._stream or self._codec is None or self.l3 is None:
@@ -261,11 +263,28 @@ class Dilator:
         self._status(f"reconnecting ({why})")
         self.gens.lost()
         self._act()
+        self._tell_path(None)
+
+    def is_connected(self) -> bool:
+        """Whether an L2 connection carries L3 now."""
+        return self._stream is not None
+
+    def _tell_path(self, description: str | None) -> None:
+        for watcher in list(self.path_watchers):
+            watcher(description)
 
     def drop_connection(self) -> None:
-        """Close the current L2 connection (tests and ``reconnect`` use it)."""
-        if self._stream is not None:
-            self._stream.close()
+        """Drop the current L2 connection now (a silent peer, the leader's ``reconnect``,
+        tests). Aborted, not closed: a close first flushes what waits to be sent, which on a
+        dead path (an address that went away) never leaves, so the connection was never
+        counted lost and the next generation never started; L3 re-sends it anyway."""
+        stream = self._stream
+        if stream is not None:
+            abort = getattr(stream, "abort", None)
+            if abort is None:
+                stream.close()
+            else:
+                abort()
 
     # -- L3 --------------------------------------------------------------------------------------
     def flush(self) -> None:
@@ -391,9 +410,13 @@ class Dilator:
                 sub.protocol.connectionLost(Failure(error.ConnectionLost("dilation stopped")))
         self._subs.clear()
         stream, self._stream = self._stream, None
-        if stream is not None:
-            stream.close()
-        return self._stop_runner()
+        stopped = self._stop_runner()
+        if stream is None:
+            return stopped
+        closing: defer.Deferred[None] = stream.when_closed()
+        stream.close()  # what L3 wrote (a subchannel's CLOSE) leaves first
+        both = defer.gatherResults([stopped, closing], consumeErrors=True)
+        return both.addCallback(lambda _: None)
 
     def _stop_runner(self) -> defer.Deferred[None]:
         if self._race_call is not None and self._race_call.active():

@@ -71,6 +71,25 @@ files' bytes follow back to back over one transit connection
 (official, wormhole-william) the same command sends one folder (a zip) instead.
 """
 
+DURABLE = "durable-v1"
+"""Feature: "I run file transfers over Dilation when you can dilate too".
+
+Between two peers that list it and whose ``version`` messages both carry ``can-dilate``, a
+file, folder or several-files transfer runs on a Dilation subchannel instead of a transit
+connection (:mod:`hilltop.dilation.channel`): a lost path is replaced by the next generation
+and the transfer goes on from the last acknowledged byte, within a grace
+(``--reconnect-grace``). A stream stays on transit until Dilation has inbound flow control.
+Listed only where the ``dilate`` extra (noiseprotocol) is installed; official and
+wormhole-william peers never list it and get transit as before.
+"""
+
+
+def dilation_available() -> bool:
+    """The ``dilate`` extra is installed (the Noise library Dilation's L2 needs)."""
+    import importlib.util
+
+    return importlib.util.find_spec("noise") is not None
+
 
 def _aes256gcm_available() -> bool:
     try:
@@ -93,7 +112,8 @@ load at the offer, as before.
 """
 
 FEATURES: tuple[str, ...] = (BIG_RECORDS, UNHASHED_ACK, STREAM, RESUME, FILES) + (
-    (AES_RECORDS,) if _aes256gcm_available() else ())
+    (AES_RECORDS,) if _aes256gcm_available() else ()) + (
+    (DURABLE,) if dilation_available() else ())
 """Features this build advertises by default."""
 
 WEBRTC = "webrtc"

@@ -77,6 +77,8 @@ class Listener:
     progress: Progress = lambda _n: None
     on_resume: Callable[[int, str], None] = lambda _o, _w: None
     on_unacknowledged: Callable[[str], None] = lambda _w: None
+    on_path: Callable[[str | None], None] = lambda _d: None
+    """A durable transfer (``durable-v1``) lost its path (None) or has a new one."""
 
 
 # --- plan and transit ---------------------------------------------------------------
@@ -170,6 +172,27 @@ def warm_up_transit(options: TransitOptions | None = None) -> None:
         _loaded_ahead[_transport_choice(options)] = loaded
 
 
+async def durable(w: Wormhole, options: TransitOptions, *, choosing: bool = False
+                  ) -> TransitOptions | None:
+    """``options`` if this transfer runs over Dilation (both peers list ``durable-v1`` and
+    can dilate: :mod:`hilltop.dilation.channel`), else None: transit as before. The sender
+    (``choosing``) takes it only when asked (``options.durable``); a receiver follows."""
+    if choosing and options.durable is not True:
+        return None
+    from hilltop.dilation import channel
+
+    return options if await channel.negotiated(w, options) else None
+
+
+def with_grace(plan: Plan, options: TransitOptions) -> Plan:
+    """A durable transfer's idle deadline also covers a reconnect's silence."""
+    return replace(plan, idle_timeout=options.idle_timeout + options.reconnect_grace)
+
+
+NO_TRANSIT = offers.TransitMsg().to_wire()
+"""Our ``transit`` message when the transfer runs over Dilation: no hints to race."""
+
+
 def transit_message(runner: TransitRunner, hints: Sequence[Any]) -> bytes:
     """Our ``transit`` message: the abilities of our loaded transports (an extension only
     when we use it) and our hints."""
@@ -205,6 +228,7 @@ class _Shell:
         self.engine = engine
         self.listener = listener
         self.runner: TransitRunner | None = None
+        self.durable: TransitOptions | None = None  # set: the channel is a Dilation subchannel
         self.channel: Channel | None = None
         self.source: Any = None
         self.sink: Any = None
@@ -279,6 +303,12 @@ class _Shell:
                 d = self.w.get_message()
                 d.addCallbacks(lambda data: self.feed(lambda now: e.message(data, now)),
                                lambda f: self.feed(lambda _n: e.message_failed(f.value)))
+            case eng.Connect(peer) if self.durable is not None:
+                from hilltop.dilation import channel as dilated
+
+                self._track(dilated.open_channel(self.reactor, self.w, e.role, self.durable,
+                                                 e.plan.cipher, self.listener.on_path),
+                            self._up)
             case eng.Connect(peer):
                 assert self.runner is not None
                 self._track(connect_channel(self.runner, peer, e.plan.cipher), self._up)
@@ -312,7 +342,12 @@ class _Shell:
                 def lost(failure: Any, d: Any = d) -> None:
                     if d in self._pending:
                         self._pending.remove(d)
-                    if not isinstance(failure.value, defer.CancelledError):
+                    if isinstance(failure.value, defer.CancelledError):
+                        return
+                    why = _lost_because(self.channel)
+                    if why is not None:
+                        self.feed(lambda _n: e.failed(why))
+                    else:
                         self.feed(lambda _n: e.channel_lost(failure.value))
 
                 d.addCallbacks(got, lost)
@@ -372,6 +407,15 @@ class _Shell:
             self._arm()  # a sender's clock starts now; a later deadline waits for the timer
 
     async def _bulk(self, start: eng.StartBulk) -> Any:
+        try:
+            return await self._move_bulk(start)
+        except TransitError:
+            why = _lost_because(self.channel)
+            if why is None:
+                raise
+            raise why from None
+
+    async def _move_bulk(self, start: eng.StartBulk) -> Any:
         from hilltop.transfer import datapath
 
         plan, channel = self.engine.plan, self.channel
@@ -452,6 +496,13 @@ class _Shell:
             raise
 
 
+def _lost_because(channel: Channel | None) -> BaseException | None:
+    """Why a channel that knows it ended (a durable transfer's expired grace), else None:
+    the data path's own words ("the connection closed while sending") would hide it."""
+    why = getattr(channel, "lost_because", None)
+    return why if isinstance(why, BaseException) else None
+
+
 # --- sending ---------------------------------------------------------------
 async def send(reactor: Any, w: Wormhole, source: Any, options: TransitOptions, *,
                listener: Listener | None = None) -> Any:
@@ -463,6 +514,11 @@ async def send(reactor: Any, w: Wormhole, source: Any, options: TransitOptions, 
     """
     stream = isinstance(source.offer, StreamOffer)
     plan = await plan_for(w, options, stream=stream)
+    # a stream of unknown length stays on transit: without Dilation's inbound flow control a
+    # receiver whose consumer stops reading would hold the stream in memory
+    dilated = None if stream else await durable(w, options, choosing=True)
+    if dilated is not None:
+        plan = with_grace(plan, dilated)
     engine = eng.TransferEngine.sender(
         plan, source.offer, size=None if stream else source.size,
         source_resumable=hasattr(source, "prove_prefix"))
@@ -473,6 +529,10 @@ async def send(reactor: Any, w: Wormhole, source: Any, options: TransitOptions, 
     features = frozenset(peer.shared_features(ours))
     if stream and capabilities.STREAM not in features:
         engine.start_offer(b"", features, peer.is_v1_only)
+        return await shell.wait()
+    if dilated is not None:
+        shell.durable = dilated
+        engine.start_offer(NO_TRANSIT, features, peer.is_v1_only)
         return await shell.wait()
     shell.runner = make_runner(reactor, w, "sender", options)
     try:
@@ -524,8 +584,14 @@ class Incoming:
         engine.plan = replace(engine.plan, stream=isinstance(self.offer, StreamOffer),
                               idle_timeout=options.idle_timeout)
         try:
-            shell.runner = make_runner(shell.reactor, shell.w, "receiver", options)
-            hints = await shell.runner.our_hints()
+            if engine.peer_transit == offers.TransitMsg():  # the sender chose Dilation
+                shell.durable = await durable(shell.w, options)
+            if shell.durable is not None:
+                engine.plan = with_grace(engine.plan, options)
+                our_transit = NO_TRANSIT
+            else:
+                shell.runner = make_runner(shell.reactor, shell.w, "receiver", options)
+                our_transit = transit_message(shell.runner, await shell.runner.our_hints())
         except BaseException:
             sink.abort()
             if shell.runner is not None:
@@ -535,7 +601,7 @@ class Incoming:
         offer = self.offer
         assert not isinstance(offer, TextOffer)
         size = None if isinstance(offer, StreamOffer) else wire_size(offer)
-        engine.accept(transit_message(shell.runner, hints), size=size, resume_offset=offset,
+        engine.accept(our_transit, size=size, resume_offset=offset,
                       salt=os.urandom(resume.SALT_SIZE) if offset else b"")
         shell.w.when_closed().addErrback(
             lambda f: shell.feed(lambda _n: engine.mailbox_lost(f.value)))

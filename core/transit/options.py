@@ -15,6 +15,9 @@ from hilltop.transit.settings import TransportSettings
 
 DEFAULT_IDLE_TIMEOUT = 120.0
 """Seconds of a peer's silence that end a transfer (:attr:`TransitOptions.idle_timeout`)."""
+DEFAULT_RECONNECT_GRACE = 120.0
+"""Seconds a durable transfer waits for a lost path to be replaced
+(:attr:`TransitOptions.reconnect_grace`)."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,16 @@ class TransitOptions:
       :class:`~hilltop.errors.StalledError` or :class:`~hilltop.errors.SilentPeerError`
       (``--idle-timeout``). Why 120 s: the transit race's own limit, and long enough for a
       receiver's fsync of a big file on a slow disk; official 0.24 waits forever.
+    * ``reconnect_grace``: between two hilltop peers that run the transfer over Dilation
+      (``durable-v1``), seconds to wait for a new connection after the path is lost before
+      the transfer fails (``--reconnect-grace``); the idle deadline is lengthened by as much.
+      Why 120 s: a relay restart or a laptop changing networks takes seconds to a minute.
+    * ``durable``: True (``--durable``): a sender runs the transfer over Dilation where both
+      peers can; None: a sender uses transit, a receiver follows its sender's choice; False
+      (``--no-durable``): transit only, and a receiver does not offer Dilation. Why a sender
+      must ask: a dilated transfer still costs 2-3.5x transit's CPU (L3 and Noise per 32 KiB
+      record, bench/README.md "Durable transfers"), which would make a big transfer between
+      two hilltops slower than between two official clients.
     """
 
     transit_helpers: Sequence[str] = ()
@@ -59,3 +72,12 @@ class TransitOptions:
     # told about each attempt as the race goes (the CLI's --json events); never changes it
     on_attempt: Callable[[AttemptNote], None] | None = None
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    reconnect_grace: float = DEFAULT_RECONNECT_GRACE
+    durable: bool | None = None  # True: send over Dilation where both can; False: never
+
+    def may_be_durable(self) -> bool:
+        """This run allows a durable transfer (not ``--no-durable``) and its transports can
+        carry Dilation: not under ``--tor`` (a transfer's L2 over Tor is untested) nor when
+        ``--transports`` names webrtc (a transfer's L2 races without it)."""
+        webrtc = self.transports is not None and "webrtc" in self.transports
+        return self.durable is not False and not self.tor and not webrtc

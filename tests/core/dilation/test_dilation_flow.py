@@ -118,6 +118,11 @@ class Wire:
     def close(self) -> None:
         pass
 
+    def when_closed(self) -> Any:  # the Dilator waits for its stream to close when it stops
+        from twisted.internet import defer
+
+        return defer.succeed(None)
+
     def pump(self) -> None:
         """Carry the peer's records to us for as long as we read."""
         self.waiting += b"".join(self.codec.encode(rec) for rec in self.peer.records_to_send())
