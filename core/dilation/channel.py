@@ -73,8 +73,9 @@ class ReconnectGraceExpired(TransitError):
 
 class SubchannelStream(Delivery, TwistedProtocol):
     """A :class:`hilltop.streams.ByteStream` over one subchannel (the Twisted protocol its
-    transport drives). Reading pauses here: what arrives meanwhile waits in this object,
-    because Dilation has no inbound flow control yet (docs/dilation.md)."""
+    transport drives). Pausing pauses the subchannel, which stops reading the L2 connection
+    (Dilation's inbound flow control), so what waits here is at most one read and one record
+    (tests/core/dilation/test_dilation_flow.py); the peer backs up into its own window."""
 
     def __init__(self, reactor: Any, description: str = "dilation") -> None:
         super().__init__()
@@ -102,12 +103,16 @@ class SubchannelStream(Delivery, TwistedProtocol):
             self.transport.write(data)
 
     def pause_reading(self) -> None:
+        if not self._paused and self.transport is not None:
+            self.transport.pauseProducing()
         self._paused = True
 
     def resume_reading(self) -> None:
-        self._paused = False
+        was_paused, self._paused = self._paused, False
         while self._held and not self._paused and self._on_data is not None:
             self._on_data(self._held.pop(0))
+        if was_paused and not self._paused and self.transport is not None:
+            self.transport.resumeProducing()
 
     def register_producer(self, producer: Any, streaming: bool) -> None:
         transport: Any = self.transport  # a SubchannelTransport: also a consumer

@@ -50,6 +50,15 @@ class Pipe:
     def unregisterProducer(self) -> None:  # noqa: N802
         self.producer = None
 
+    # the subchannel as a producer: pausing it stops reading the L2 connection
+    paused = False
+
+    def pauseProducing(self) -> None:  # noqa: N802
+        self.paused = True
+
+    def resumeProducing(self) -> None:  # noqa: N802
+        self.paused = False
+
 
 class FakeDilator:
     def __init__(self) -> None:
@@ -150,10 +159,12 @@ def test_paused_reading_holds_bytes_until_resumed() -> None:
     got: list[bytes] = []
     sb.start_receiving(got.append, lambda _why: None)
     sb.pause_reading()
+    assert b.paused  # Dilation stops reading L2: the peer backs up, we do not buffer
     sa.write(b"one")
     sa.write(b"two")
     assert got == []
     sb.resume_reading()
+    assert not b.paused
     assert got == [b"one", b"two"]
     sa.write(b"three")
     assert got == [b"one", b"two", b"three"]
