@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from hilltop import __version__
 from hilltop._runtime.awaitable import DualDeferred, Queue, Watch
-from hilltop.dilation import wire as dilation_wire
 from hilltop.errors import HilltopError, LocalError, WormholeClosed
 from hilltop.rendezvous import capabilities, key, mailbox
 from hilltop.rendezvous.client import EndpointFactory, RendezvousClient, default_endpoint
@@ -85,7 +84,7 @@ class Wormhole:
             app_versions=app_versions,
             client_version=("hilltop", __version__),
             timeouts=timeouts or _timeouts_from_env(),
-            version_extras=dilation_wire.version_fields() if dilation else None,
+            version_extras=_dilation_version_fields() if dilation else None,
         )
         self._dilation_enabled = dilation
         self._dilator: Any = None
@@ -224,6 +223,7 @@ class Wormhole:
 
     async def _start_dilation(self, transit: TransitOptions | None,
                               ping_interval: float) -> Any:
+        from hilltop.dilation import wire as dilation_wire
         from hilltop.dilation.shell import Dilator, runner_factory
         from hilltop.transit.options import TransitOptions
 
@@ -486,6 +486,14 @@ def _side_channel(data: bytes) -> str | None:
 TIMEOUT_SCALE_ENV = "HILLTOP_MAILBOX_TIMEOUT_SCALE"
 """Multiplies the mailbox server's answer timeouts (:class:`hilltop.rendezvous.mailbox.Timeouts`):
 integration tests of a silent server wait 0.1 of them instead of 30 s."""
+
+
+def _dilation_version_fields() -> dict[str, Any]:
+    """What a Wormhole made with ``dilation=True`` adds to its ``version`` message; imported
+    here so that a transfer without Dilation never loads :mod:`hilltop.dilation` (issue 31)."""
+    from hilltop.dilation import wire as dilation_wire
+
+    return dilation_wire.version_fields()
 
 
 def _timeouts_from_env() -> mailbox.Timeouts:

@@ -9,14 +9,17 @@ dropped word sounds wrong when read aloud. The list itself is data (``pgp_words.
 from __future__ import annotations
 
 from functools import cache
-from importlib import resources
 
 EVEN, ODD = 0, 1  # column index in a table() row
 
 
 @cache
 def table() -> tuple[tuple[str, str], ...]:
-    """``table()[byte] == (even_word, odd_word)``, read once from the package data."""
+    """``table()[byte] == (even_word, odd_word)``, read once from the package data.
+    ``importlib.resources`` is imported here: a text sent with a given code never needs the
+    words, and importing it costs ~3 ms and 6 modules at start-up (bench/README.md)."""
+    from importlib import resources
+
     text = resources.files("hilltop.rendezvous").joinpath("pgp_words.txt").read_text("utf-8")
     rows: list[tuple[str, str]] = []
     for line in text.splitlines():

@@ -1,0 +1,50 @@
+"""What a command imports before its first mailbox connection (start-up cost, issue 31):
+its own module, not every command's; no Dilation code unless asked; no package-data reader
+for a text with a given code.
+
+Run in a fresh interpreter: the test process has imported every command already.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from click.testing import CliRunner
+from fresh_interpreter import run_fresh
+
+from hilltop.cli.main import COMMANDS, cli
+
+PROBE = textwrap.dedent("""
+    import sys
+    from hilltop.cli.main import cli
+    try:  # the whole command, up to its first mailbox connection (refused here)
+        cli(["--relay-url", "ws://127.0.0.1:1/v1", *sys.argv[1:]], prog_name="wormhole")
+    except SystemExit as exit:
+        print("exit:", exit.code)
+    print(sorted(name for name in sys.modules if name.startswith("hilltop.cli.")))
+    print(sorted(name for name in sys.modules if name.split(".")[:2] == ["hilltop", "dilation"]
+                 or name == "importlib.resources"))
+""")
+CODE = "7-guitarist-revenge"
+
+
+def test_receive_imports_no_other_command() -> None:
+    out = run_fresh(PROBE, "receive", CODE)
+    assert "exit: " in out and "exit: 0" not in out, out  # it did run, and failed to connect
+    loaded = out.splitlines()[-2]
+    assert "'hilltop.cli.receive'" in loaded, loaded
+    for other in ("send", "forward", "ssh", "transports"):  # (completion: its code completer)
+        assert f"'{COMMANDS[other]}'" not in loaded, loaded
+
+
+def test_help_lists_every_command() -> None:
+    listing = CliRunner().invoke(cli, ["--help"], prog_name="wormhole").output
+    for name in COMMANDS:
+        assert f"\n  {name} " in listing, listing
+
+
+def test_a_text_imports_no_dilation_and_no_package_data_reader() -> None:
+    for args in (["send", "--code", CODE, "--text", "hi"], ["receive", CODE]):
+        out = run_fresh(PROBE, *args)
+        assert "exit: " in out and "exit: 0" not in out, out
+        assert out.splitlines()[-1] == "[]", (args, out)
