@@ -214,6 +214,8 @@ class Wormhole:
         the peer's ``version`` lists a Dilation version we share (fires once it came)."""
 
         async def check() -> bool:
+            from hilltop.dilation import wire as dilation_wire
+
             versions = await self._peer_versions_full.when()
             return self._dilation_enabled and dilation_wire.shared_version(
                 dilation_wire.VERSIONS, versions) is not None
