@@ -103,16 +103,18 @@ class SubchannelStream(Delivery, TwistedProtocol):
             self.transport.write(data)
 
     def pause_reading(self) -> None:
-        if not self._paused and self.transport is not None:
-            self.transport.pauseProducing()
+        transport: Any = self.transport  # a SubchannelTransport: also a producer
+        if not self._paused and transport is not None:
+            transport.pauseProducing()
         self._paused = True
 
     def resume_reading(self) -> None:
         was_paused, self._paused = self._paused, False
         while self._held and not self._paused and self._on_data is not None:
             self._on_data(self._held.pop(0))
-        if was_paused and not self._paused and self.transport is not None:
-            self.transport.resumeProducing()
+        transport: Any = self.transport
+        if was_paused and not self._paused and transport is not None:
+            transport.resumeProducing()
 
     def register_producer(self, producer: Any, streaming: bool) -> None:
         transport: Any = self.transport  # a SubchannelTransport: also a consumer
