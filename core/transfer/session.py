@@ -194,14 +194,15 @@ NO_TRANSIT = offers.TransitMsg().to_wire()
 
 
 def transit_message(runner: TransitRunner, hints: Sequence[Any]) -> bytes:
-    """Our ``transit`` message: the abilities of our loaded transports (an extension only
-    when we use it) and our hints."""
+    """Our ``transit`` message: the abilities of our loaded transports and our hints. A
+    transport whose hints invite no inbound connection (``TransportInfo.inbound`` False: both
+    sides dial, as ``webrtc`` and ``tcp-punch`` do) is of no use to a peer unless we give it
+    hints, so its ability is said only then; the transfer names no transport."""
     from hilltop.hints import hints_to_wire
 
-    types = dict.fromkeys(t for lt in runner.transports.loaded for t in lt.info.hint_types)
-    for extension in ("webrtc-v1", "tcp-punch-v1"):  # say it only when we use it
-        if not any(h.type == extension for h in hints):
-            types.pop(extension, None)
+    given = {h.type for h in hints}
+    types = dict.fromkeys(t for lt in runner.transports.loaded for t in lt.info.hint_types
+                          if lt.info.inbound or t in given)
     abilities = [{"type": t} for t in types]
     return offers.TransitMsg(tuple(abilities), tuple(hints_to_wire(list(hints)))).to_wire()
 
