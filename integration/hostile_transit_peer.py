@@ -7,7 +7,8 @@ Usage: hostile_transit_peer.py RELAY_URL TRANSIT_HELPER CODE MODE, where MODE is
 * ``skip-nonce``: the third record's nonce is one too high;
 * ``bad-mac``: the third record has one ciphertext bit flipped;
 * ``huge-length``: the third record's length prefix says 4 GiB;
-* ``short``: the file ends after 1 MB, and the sender hangs up.
+* ``short``: the file ends after 1 MB, and the sender hangs up without a word (a hilltop
+  sender would say why in an ``error`` message first; a hostile or crashed one does not).
 """
 
 from __future__ import annotations
@@ -18,6 +19,18 @@ from typing import Any
 
 SIZE = 2_000_000
 BAD_RECORD = 3
+
+
+def hang_up_silently() -> None:
+    from hilltop.transfer import engine
+
+    real = engine.TransferEngine.failed
+
+    def failed(self: Any, error: BaseException, now: float | None = None, *,
+               tell_peer: bool = True) -> None:
+        real(self, error, now, tell_peer=False)
+
+    engine.TransferEngine.failed = failed  # type: ignore[method-assign]
 
 
 def misbehave(mode: str) -> None:
@@ -52,6 +65,7 @@ async def main(reactor: Any, relay_url: str, helper: str, code: str, mode: str) 
     data = (bytes(range(256)) * (SIZE // 256 + 1))[:SIZE]
     if mode == "short":
         data = data[:SIZE // 2]
+        hang_up_silently()
     else:
         misbehave(mode)
     w = Wormhole(relay_url=relay_url, reactor=reactor)
