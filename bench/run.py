@@ -38,6 +38,8 @@ OFFICIAL = str(PEERS / "bin" / "wormhole")
 TWIST = str(PEERS / "bin" / "twist")
 HILLTOP = os.environ.get("HILLTOP_WORMHOLE", str(Path(sys.executable).parent / "wormhole"))
 SCENARIOS = ("direct", "relay", "files", "small", "text", "cross")
+DATA = os.environ.get("BENCH_DATA", "/tmp/hilltop-bench")
+"""Where test data is cached (``--data``)."""
 
 
 def parse_size(text: str) -> int:
@@ -407,7 +409,7 @@ def main() -> int:
                     help="use a sparse file (truncate) instead of random data")
     ap.add_argument("--hilltop-only", action="store_true",
                     help="skip official runs (footprint checks, e.g. --size 4G --sparse)")
-    ap.add_argument("--data", default=os.environ.get("BENCH_DATA", "/tmp/hilltop-bench"),
+    ap.add_argument("--data", default=DATA,
                     help="where test data is cached")
     ap.add_argument("--with-webrtc", action="store_true",
                     help="let hilltop race webrtc too when the 'webrtc' extra is installed "

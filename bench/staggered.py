@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from run import (
+    DATA,
     HILLTOP,
     OFFICIAL,
     Bench,
@@ -92,7 +93,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--text", action="store_true", help="the 10-byte text instead of a file")
-    ap.add_argument("--data", default=os.environ.get("BENCH_DATA", "/tmp/hilltop-bench"))
+    ap.add_argument("--data", default=DATA, help="where test data is cached")
     args = ap.parse_args()
     enter_loopback_namespace()
     data = Path(args.data)
