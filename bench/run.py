@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
+import json
 import os
 import random
 import shutil
@@ -37,6 +38,8 @@ OFFICIAL = str(PEERS / "bin" / "wormhole")
 TWIST = str(PEERS / "bin" / "twist")
 HILLTOP = os.environ.get("HILLTOP_WORMHOLE", str(Path(sys.executable).parent / "wormhole"))
 SCENARIOS = ("direct", "relay", "files", "small", "text", "cross")
+DATA = os.environ.get("BENCH_DATA", "/tmp/hilltop-bench")
+"""Where test data is cached (``--data``)."""
 
 
 def parse_size(text: str) -> int:
@@ -86,6 +89,9 @@ class Proc:
     user: float  # CPU seconds in the process itself...
     system: float  # ...and in the kernel on its behalf
     stderr: str = ""
+    marks: dict[str, float] = field(default_factory=dict)
+    """With ``--timeline``: seconds from the common start to the client's own "command
+    dispatch" and "exit" events (its ``--dump-timing`` file; both clients write these two)."""
 
     @property
     def cpu(self) -> float:
@@ -108,10 +114,17 @@ class Series:
         return statistics.median(pick(r) for r in self.runs)
 
 
+TIMELINE_EVENTS = ("command dispatch", "exit")
+"""The events official 0.24 and hilltop both write under these names with ``--dump-timing``:
+launch -> dispatch is start-up, dispatch -> exit the protocol and the transfer, exit -> reaped
+the process's teardown, which the user waits for too (the shell prompt returns at the exit)."""
+
+
 class Bench:
-    def __init__(self, work: Path, verbose: bool) -> None:
+    def __init__(self, work: Path, verbose: bool, timeline: bool = False) -> None:
         self.work = work
         self.verbose = verbose
+        self.timeline = timeline
         self.servers: list[subprocess.Popen] = []
         self.counter = itertools.count(1)
 
@@ -155,12 +168,18 @@ class Bench:
                     "--hide-progress", "--accept-file", code]
         send_cmd[2:2] = flags
         recv_cmd[2:2] = flags
+        dumps: dict[str, Path] = {}
+        if self.timeline:
+            for key, cmd in (("s", send_cmd), ("r", recv_cmd)):
+                dumps[key] = self.work / f"timing-{run}-{key}.json"
+                cmd[1:1] = ["--dump-timing", str(dumps[key])]
         if relay:
             send_cmd[2:2] = ["--no-listen"] if sender == "official" else ["--transports",
                                                                             "relay"]
             recv_cmd[2:2] = ["--no-listen"] if receiver == "official" else ["--transports",
                                                                              "relay"]
-        result = self.run_pair(send_cmd, recv_cmd, inbox, f"{sender}->{receiver} {what}")
+        result = self.run_pair(send_cmd, recv_cmd, inbox, f"{sender}->{receiver} {what}",
+                               dumps)
         if "--text" not in what:
             self.check_received(Path(what[-1]), inbox)
         return result
@@ -185,9 +204,10 @@ class Bench:
         return inbox
 
     def run_pair(self, send_cmd: list[str], recv_cmd: list[str], inbox: Path,
-                 label: str) -> Result:
+                 label: str, dumps: dict[str, Path] | None = None) -> Result:
         """Start both commands together and reap them with ``wait4`` (peak RSS, CPU)."""
         start = time.monotonic()
+        epoch = time.time()  # --dump-timing files hold seconds since the epoch
         procs = {
             "s": subprocess.Popen(send_cmd, cwd=self.work, stdin=subprocess.DEVNULL,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE),
@@ -213,6 +233,8 @@ class Bench:
             if done[key].rc != 0:
                 raise SystemExit(f"{label}: {key} failed "
                                  f"(rc {done[key].rc}):\n{done[key].stderr}")
+        for key, dump in (dumps or {}).items():
+            done[key].marks = client_marks(dump, epoch)
         return Result(wall, done["s"], done["r"])
 
     def check_received(self, sent: Path, inbox: Path) -> None:
@@ -229,6 +251,35 @@ class Bench:
                 raise SystemExit(f"received {count} of {want} files")
             if os.environ.get("BENCH_CMP"):
                 subprocess.run(["diff", "-rq", str(sent), str(got)], check=True)
+
+
+def client_marks(dump: Path, epoch: float) -> dict[str, float]:
+    """The first time of each of :data:`TIMELINE_EVENTS` in a ``--dump-timing`` file, in
+    seconds since ``epoch`` (the pair's start)."""
+    marks: dict[str, float] = {}
+    for event in json.loads(dump.read_text()):
+        if event["name"] in TIMELINE_EVENTS:
+            marks.setdefault(event["name"], event["start"] - epoch)
+    return marks
+
+
+def timeline_line(s: Series) -> str | None:
+    """Each side's median launch -> dispatch, dispatch -> exit event, exit event -> reaped
+    (``--timeline``): where a pair's wall time goes, start-up, protocol or teardown."""
+    def spans(side: str) -> tuple[float, float, float] | None:
+        procs = [getattr(r, side) for r in s.runs]
+        if not all(set(TIMELINE_EVENTS) <= p.marks.keys() for p in procs):
+            return None
+        return (statistics.median(p.marks["command dispatch"] for p in procs),
+                statistics.median(p.marks["exit"] - p.marks["command dispatch"] for p in procs),
+                statistics.median(p.wall - p.marks["exit"] for p in procs))
+    send, recv = spans("sender"), spans("receiver")
+    if send is None or recv is None:
+        return None
+    parts = ("launch->dispatch", "dispatch->exit", "exit->reaped")
+    return (f"  {'':<20} timeline send/recv (median ms): " + ", ".join(
+        f"{name} {a * 1000:.0f}/{b * 1000:.0f}" for name, a, b in zip(parts, send, recv,
+                                                                     strict=True)))
 
 
 def make_file(path: Path, size: int, sparse: bool) -> Path:
@@ -286,6 +337,9 @@ def report(title: str, official: Series, hilltop: Series, size: int | None,
             f"{max(r.receiver.rss_mb for r in s.runs):.1f})"
             f"   CPU send/recv {s.median(lambda r: r.sender.cpu):5.2f}/"
             f"{s.median(lambda r: r.receiver.cpu):5.2f} s")
+        spans = timeline_line(s)
+        if spans:
+            lines.append(spans)
     ratio = official.median(lambda r: r.wall) / hilltop.median(lambda r: r.wall)
     lines.append(f"  ratio {official.label} / {hilltop.label} = {ratio:.2f}x, "
                  f"{hilltop.label} / {official.label} = {1 / ratio:.2f}")
@@ -355,11 +409,14 @@ def main() -> int:
                     help="use a sparse file (truncate) instead of random data")
     ap.add_argument("--hilltop-only", action="store_true",
                     help="skip official runs (footprint checks, e.g. --size 4G --sparse)")
-    ap.add_argument("--data", default=os.environ.get("BENCH_DATA", "/tmp/hilltop-bench"),
+    ap.add_argument("--data", default=DATA,
                     help="where test data is cached")
     ap.add_argument("--with-webrtc", action="store_true",
                     help="let hilltop race webrtc too when the 'webrtc' extra is installed "
                          "(default: measure what a plain 'pip install hilltop' runs)")
+    ap.add_argument("--timeline", action="store_true",
+                    help="give both clients --dump-timing and print each side's start-up, "
+                         "protocol and teardown (medians)")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
 
@@ -375,7 +432,7 @@ def main() -> int:
     compile_like_an_install()
     with tempfile.TemporaryDirectory(prefix="hilltop-bench-", dir=data) as tmp:
         webrtc = "raced" if args.with_webrtc else without_webrtc(Path(tmp))
-        bench = Bench(Path(tmp), args.verbose)
+        bench = Bench(Path(tmp), args.verbose, args.timeline)
         bench.start_servers()
         out: list[str] = [f"hilltop bench: size {size} bytes, {args.pairs} pairs, "
                           f"{os.cpu_count()} CPUs, python {sys.version.split()[0]}, "
