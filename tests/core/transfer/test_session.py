@@ -14,36 +14,19 @@ from typing import Any
 
 import pytest
 import pytest_twisted
+from loopback_transit import connected_pair
 from twisted.internet import defer
 
 from hilltop._runtime.awaitable import within
 from hilltop.errors import SilentPeerError, StalledError, TransitError
-from hilltop.hints import parse_hints
 from hilltop.transfer import engine as eng
 from hilltop.transfer import offers, session
 from hilltop.transit import records
-from hilltop.transit.connection import TransitConnection
-from hilltop.transit.plugins import load_transports
-from hilltop.transit.runner import TransitRunner
 
 TK = b"k" * 32
 IDLE = 0.3
 BOUND = 4.0
 """Seconds within which a stall of :data:`IDLE` must be reported (a loaded CI machine)."""
-
-
-async def connected_pair(reactor: Any) -> tuple[Any, Any, TransitConnection, TransitConnection]:
-    def runner(role: str, **kw: Any) -> TransitRunner:
-        return TransitRunner(reactor, role, TK, transports=load_transports(["direct-tcp"]),
-                             local_addresses=["127.0.0.1"], **kw)
-
-    s, r = runner("sender"), runner("receiver", no_listen=True)
-    s_hints, r_hints = await s.our_hints(), await r.our_hints()
-    ws, wr = await defer.gatherResults([
-        s.connect(parse_hints([h.to_wire() for h in r_hints])),
-        r.connect(parse_hints([h.to_wire() for h in s_hints]))])
-    return (s, r, TransitConnection(ws, "sender", TK, records.SECRETBOX),
-            TransitConnection(wr, "receiver", TK, records.SECRETBOX))
 
 
 class QuietWormhole:
