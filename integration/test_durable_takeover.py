@@ -33,8 +33,9 @@ SIZE = 60 * 1000 * 1000
 RATE = "40mbit"
 """hostC's link: 60 MB take ~12 s, so the switch (the probes run 2 s, 9 s, 21 s after the
 relay's win) comes mid-transfer."""
-UNBLOCK_AT = 5 * 1000 * 1000
-"""Bytes at the receiver when the block goes: the relay generation is running by then."""
+UNBLOCK_AT = int(os.environ.get("HILLTOP_TAKEOVER_UNBLOCK_AT", 5 * 1000 * 1000))
+"""Bytes at the receiver when the block goes: the relay generation is running by then (set
+``HILLTOP_TAKEOVER_UNBLOCK_AT`` to unblock later in the probe schedule, by hand)."""
 SENDER, RECEIVER = "198.19.0.4", "198.19.0.5"
 BLOCK = f"""table inet takeover_block {{
   chain input {{ type filter hook input priority 0; ip saddr {SENDER} drop; }}
@@ -42,7 +43,8 @@ BLOCK = f"""table inet takeover_block {{
 }}
 """
 COUNT = f"""table inet takeover_count {{
-  chain input {{ type filter hook input priority -10; ip saddr {SENDER} tcp flags & (syn | rst) == 0 counter; }}
+  chain input {{ type filter hook input priority -10;
+    ip saddr {SENDER} tcp flags & (syn | rst) == 0 counter; }}
 }}
 """
 
@@ -78,15 +80,16 @@ def direct_counter(lab: Any) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
-def paths(stdout: str) -> list[str]:
-    """The receiver's path reports in order: transit_connected, then transit_path events."""
+def paths(stdout: str) -> list[tuple[str, float]]:
+    """The receiver's path reports in order (transit_connected, then transit_path events):
+    the path, or "reconnecting", and the event's time."""
     out = []
     for line in stdout.splitlines():
         if not line.startswith("{"):
             continue
         event = json.loads(line)
         if event.get("event") in ("transit_connected", "transit_path"):
-            out.append(event.get("via") or event.get("state"))
+            out.append((event.get("via") or event.get("state"), float(event["time"])))
     return out
 
 
@@ -124,7 +127,8 @@ def test_a_direct_path_takes_over_from_the_relay(lab: Any, tmp_path: Path) -> No
     assert sender.finish(30) == 0, sender.describe()
     assert digest(dest / src.name) == digest(src)
 
-    seen = paths(receiver.stdout)
+    reports = paths(receiver.stdout)
+    seen = [path for path, _time in reports]
     assert len(seen) >= 3, receiver.describe()
     assert seen[0].startswith("relay "), seen  # the relay won the first generation
     assert seen[-1].startswith("direct-tcp "), seen  # and the direct path took over
@@ -135,8 +139,10 @@ def test_a_direct_path_takes_over_from_the_relay(lab: Any, tmp_path: Path) -> No
     payload = direct - 52 * packets  # IPv4 and TCP (with timestamps) headers
     relayed = lab.relayed_bytes()
     again = relayed + payload - SIZE
+    stall = reports[-1][1] - reports[-2][1]  # "reconnecting" to the direct generation
     print(f"unblocked at {at_unblock} bytes on disk; direct bytes flowing {flowing:.2f} s "
-          f"after; relayed {relayed}, direct payload {payload}, sent twice or overhead {again}")
+          f"after; the switch's stall {stall:.2f} s; relayed {relayed}, direct payload "
+          f"{payload}, sent twice or overhead {again}")
     assert flowing is not None and flowing < 20.0, flowing
-    assert payload > (SIZE - at_unblock) * 0.5, (payload, at_unblock)  # most went direct
+    assert payload > SIZE * 0.25, (payload, at_unblock)  # a good part went direct
     assert again < SIZE * 0.12, (relayed, payload)
