@@ -264,3 +264,28 @@ def test_a_direct_generation_is_not_probed() -> None:
     clock.advance(55.0)  # past four probes' times, short of the ping time-out (60 s)
     assert prober.calls == [] and not direct.stream.aborted
     dilator.stop()
+
+
+def test_hints_that_came_before_ours_were_published_are_raced_after_the_gather() -> None:
+    """A reconnect: the follower sends its hints right after ``reconnecting``, maybe before
+    our listeners are up. The race then starts :data:`HINT_GATHER` after ours go out, not
+    :data:`NO_HINTS_START` (a 5 s stall in every switch)."""
+    from hilltop.dilation.shell import HINT_GATHER
+
+    clock = Clock()
+    ours: defer.Deferred[list[Any]] = defer.Deferred()
+    won = Won("direct", False)
+
+    class SlowRace(Race):
+        def our_hints(self) -> defer.Deferred[list[Any]]:
+            return ours
+
+    dilator = Dilator(clock, lambda _data: None, bytes(32), "ged",
+                      lambda *_a: SlowRace(won), side="ff" * 8)
+    dilator.got_message(wire.encode(wire.Please("00" * 8)))
+    dilator.got_message(wire.encode(wire.ConnectionHints(HINTS)))
+    clock.advance(0.2)
+    ours.callback([])  # our listeners are up only now
+    clock.advance(HINT_GATHER)
+    assert dilator.generation_count == 1
+    dilator.stop()
