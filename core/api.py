@@ -226,7 +226,7 @@ class Wormhole:
     async def _start_dilation(self, transit: TransitOptions | None,
                               ping_interval: float) -> Any:
         from hilltop.dilation import wire as dilation_wire
-        from hilltop.dilation.shell import Dilator, runner_factory
+        from hilltop.dilation.shell import Dilator, direct_prober, runner_factory
         from hilltop.transit.options import TransitOptions
 
         versions = await self._peer_versions_full.when()
@@ -234,10 +234,11 @@ class Wormhole:
         if version is None:
             raise LocalError("the peer cannot dilate (its version message has no can-dilate "
                              "we share; official peers need dilation=True)")
+        options = transit or TransitOptions()
         dilator = Dilator(self._reactor, lambda data: self._input(
             lambda: self._engine.send_dilate(data)), self._shared_key(), version,
-            runner_factory(self._reactor, self, transit or TransitOptions()),
-            ping_interval=ping_interval)
+            runner_factory(self._reactor, self, options),
+            ping_interval=ping_interval, prober=direct_prober(self._reactor, options))
         self._dilator = dilator
         inbox, self._dilate_inbox = self._dilate_inbox, []
         for data in inbox:

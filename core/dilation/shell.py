@@ -25,6 +25,7 @@ from zope.interface import implementer
 from hilltop._runtime.awaitable import DualDeferred, Watch
 from hilltop.dilation import l2, wire
 from hilltop.dilation import manager as m
+from hilltop.dilation import takeover as tk
 from hilltop.errors import HilltopError, ProtocolError
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,9 @@ RETRY_DELAY = 1.0
 PAUSE_ABOVE = 4 << 20
 """Stop reading local producers while this many bytes wait for the peer's ACK."""
 RESUME_BELOW = 1 << 20
+
+Prober = Callable[[list[tuple[str, int]], float], "defer.Deferred[bool]"]
+"""Dials ``(host, port)`` targets for a path takeover probe (:func:`direct_prober`)."""
 
 
 @implementer(IAddress)
@@ -112,7 +116,8 @@ class Dilator:
 
     def __init__(self, reactor: Any, send_dilate: Callable[[bytes], None], wormhole_key: bytes,
                  version: str, make_runner: Callable[[bool, bytes, str, int], Any],
-                 ping_interval: float = 30.0, side: str | None = None) -> None:
+                 ping_interval: float = 30.0, side: str | None = None,
+                 prober: Prober | None = None) -> None:
         self.reactor = reactor
         self._send = send_dilate
         self.key = wire.dilation_key(wormhole_key)
@@ -139,6 +144,12 @@ class Dilator:
         """Told each new L2 connection's description, and None when it is lost."""
         self._paused = False
         self._reading = False  # whether the current stream is being read
+        # path takeover (leader only): probe the follower's direct hints while on a relay
+        self._prober = prober
+        self._takeover = tk.Takeover()
+        self._take_timer: Any = None
+        self._probe: defer.Deferred[bool] | None = None
+        self._probe_targets: list[tuple[str, int]] = []
         self._act()
 
     # -- from the wormhole -----------------------------------------------------------------------
@@ -183,7 +194,10 @@ class Dilator:
 
             if runner is self._runner:
                 self._send(wire.encode(wire.ConnectionHints(hints_to_wire(hints))))
-                self._race_call = self.reactor.callLater(NO_HINTS_START, self._race, runner)
+                # the peer's hints may have come while our listeners started (a reconnect:
+                # the follower sends them right after its reconnecting)
+                wait = HINT_GATHER if self._peer_hints else NO_HINTS_START
+                self._race_call = self.reactor.callLater(wait, self._race, runner)
 
         d.addCallbacks(publish, lambda f: log.warning("dilation hints failed: %s", f.value))
 
@@ -237,6 +251,7 @@ class Dilator:
         self._status(f"connected: {won.description}")
         self._connected.fire(None)
         self.flush()
+        self._look_for_better_path(won)
         self._tell_path(won.description)
 
     def _data(self, stream: Any, data: bytes) -> None:
@@ -261,6 +276,9 @@ class Dilator:
         assert self.l3 is not None
         self.l3.connection_lost()
         self._status(f"reconnecting ({why})")
+        self._takeover.lost()
+        self._cancel_probe()
+        self._arm_takeover()
         self.gens.lost()
         self._act()
         self._tell_path(None)
@@ -285,6 +303,62 @@ class Dilator:
                 stream.close()
             else:
                 abort()
+
+    # -- path takeover (hilltop.dilation.takeover) ----------------------------------------------
+    def _look_for_better_path(self, won: Any) -> None:
+        """The leader, on a relayed generation, probes the follower's direct hints."""
+        if not self.gens.leader or self._prober is None:
+            return
+        from hilltop.hints import direct_tcp_v1, parse_hints
+
+        hints = parse_hints(self._peer_hints)
+        self._probe_targets = [(h.hostname, h.port) for h in hints
+                               if isinstance(h, direct_tcp_v1.Hint)][:PROBE_TARGETS]
+        switches = self._takeover.switches
+        relayed = bool(getattr(won.shake, "via_relay", False))
+        self._takeover.connected(self._now(), relayed, len(self._probe_targets))
+        if self._takeover.switches > switches:
+            self._status(f"took over from the relay: {won.description}")
+        self._arm_takeover()
+
+    def _arm_takeover(self) -> None:
+        if self._take_timer is not None and self._take_timer.active():
+            self._take_timer.cancel()
+        self._take_timer = None
+        deadline = self._takeover.next_deadline()
+        if deadline is not None:
+            self._take_timer = self.reactor.callLater(max(0.0, deadline - self._now()),
+                                                      self._take_tick)
+
+    def _take_tick(self) -> None:
+        self._take_timer = None
+        self._take_actions(self._takeover.handle_timer(self._now()))
+
+    def _take_actions(self, actions: list[tk.TakeAction]) -> None:
+        for action in actions:
+            match action:
+                case tk.Probe():
+                    assert self._prober is not None
+                    probe = self._probe = self._prober(self._probe_targets, tk.PROBE_TIMEOUT)
+                    probe.addCallbacks(lambda ok, p=probe: self._probe_done(p, ok),
+                                       lambda _f: None)
+                case tk.CancelProbe():
+                    self._cancel_probe()
+                case tk.Switch():
+                    self._status("a direct path answers: leaving the relay for it")
+                    self.drop_connection()
+        self._arm_takeover()
+
+    def _probe_done(self, probe: defer.Deferred[bool], reachable: bool) -> None:
+        if probe is not self._probe:
+            return
+        self._probe = None
+        self._take_actions(self._takeover.probe_answered(self._now(), reachable))
+
+    def _cancel_probe(self) -> None:
+        probe, self._probe = self._probe, None
+        if probe is not None and not probe.called:
+            probe.cancel()
 
     # -- L3 --------------------------------------------------------------------------------------
     def flush(self) -> None:
@@ -403,6 +477,9 @@ class Dilator:
     def stop(self) -> defer.Deferred[None]:
         if self.gens.state is not m.Gen.STOPPED:
             self.gens.stop()
+        self._takeover.stop()
+        self._cancel_probe()
+        self._arm_takeover()
         if self._timer is not None and self._timer.active():
             self._timer.cancel()
         for sub in list(self._subs.values()):
@@ -509,6 +586,60 @@ class DilatedWormhole:
 
     def listener_for(self, subprotocol: str) -> SubchannelListener:
         return SubchannelListener(self, subprotocol)
+
+
+PROBE_TARGETS = 8
+"""At most this many of the follower's direct hints are probed (one SYN each per probe)."""
+
+
+def direct_prober(reactor: Any, options: Any) -> Prober | None:
+    """The takeover probe (:mod:`hilltop.dilation.takeover`): TCP connects to the targets at
+    once; fires True as soon as one is accepted or refused (the path carries packets both
+    ways), False once all failed otherwise. None when the next race would not dial a direct
+    hint anyway (``--tor``: no clear-net dial; ``direct-tcp`` not among the transports)."""
+    if options.tor or (options.transports and "direct-tcp" not in options.transports):
+        return None
+
+    def probe(targets: list[tuple[str, int]], timeout: float) -> defer.Deferred[bool]:
+        from hilltop.streams import dial_tcp
+
+        dials: list[defer.Deferred[Any]] = []
+
+        def cancel_dials(_d: object) -> None:
+            for d in dials:
+                if not d.called:
+                    d.cancel()
+
+        result: defer.Deferred[bool] = defer.Deferred(cancel_dials)
+        left = [len(targets)]
+
+        def settle(reachable: bool) -> None:
+            result.callback(reachable)
+            cancel_dials(result)
+
+        def answered(stream: Any) -> None:
+            stream.close()
+            if not result.called:
+                settle(True)
+
+        def failed(f: Failure) -> None:
+            left[0] -= 1
+            if result.called:
+                return
+            if f.check(error.ConnectionRefusedError):
+                settle(True)
+            elif left[0] == 0:
+                settle(False)
+
+        for host, port in targets:
+            d = dial_tcp(reactor, host, port, "takeover probe", timeout)
+            dials.append(d)
+            d.addCallbacks(answered, failed)
+        if not targets:
+            result.callback(False)
+        return result
+
+    return probe
 
 
 def runner_factory(reactor: Any, w: Any, options: Any) -> Callable[[bool, bytes, str, int], Any]:

@@ -1,0 +1,169 @@
+"""Path takeover: the Dilation leader leaves a relay for a direct path found later.
+
+Pure (``now`` passed in, a deadline out; the Twisted shell :mod:`.shell` dials). When a
+generation is won through a transit relay, the leader probes the follower's direct hints of
+that generation on a schedule; once one answers, it drops the relay connection, and the
+ordinary reconnect (``reconnect`` / ``reconnecting``, a new race in which direct dials start
+2 s before relays) makes the direct path the next generation while L3 re-sends what was not
+acknowledged.
+
+Why a probe and then break-before-make: the Dilation protocol has no way to add a connection
+to a live generation (official's follower stops its connector once a connection is chosen,
+and answers a ``reconnect`` by dropping the one it has), so a new path can only come as a new
+generation, and each costs a short stall and the unacknowledged window sent again. A probe is
+a plain TCP connect to the follower's ``direct-tcp-v1`` hints: the follower's listener of
+that generation is closed by then, so a refusal proves the path as well as an accept does,
+while a path still blocked (a firewall, a NAT, an address of another network) drops the SYN
+and the probe times out at no cost to the transfer. Only a probe that answered costs a
+reconnect; if the relay wins that generation again (the answer came from another host), the
+next probes wait longer (:data:`SWITCH_BACKOFF`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum, auto
+
+from hilltop._transitions import move
+
+PROBE_SCHEDULE: tuple[float, ...] = (2.0, 5.0, 10.0)
+"""Seconds from the relay's win to the first probes: a path that opens soon after the start (a
+firewall rule lifted, a NAT mapping that appears) is found within seconds."""
+PROBE_EVERY = 30.0
+"""Then one probe per interval: a few SYNs per interval cost nothing, and a transfer spends at
+most this long on the relay after a direct path opened."""
+PROBE_TIMEOUT = 2.0
+"""A probe that got no answer (accept or refusal) within this time failed: a SYN the path drops
+is retried by TCP only after 1 s, and a reachable peer on any usable network answers well
+within it."""
+SWITCH_BACKOFF = 30.0
+"""After a switch whose new generation went through the relay again, the next probe waits this
+long, doubled for each further such switch, up to :data:`SWITCH_BACKOFF_MAX`: a false answer
+(another host at a private address) must not cost a reconnect every interval."""
+SWITCH_BACKOFF_MAX = 300.0
+
+
+class Take(Enum):
+    IDLE = auto()  # no connection, or one that is not relayed: nothing to look for
+    WAITING = auto()  # relayed; the next probe is due at the deadline
+    PROBING = auto()  # a probe is out; it fails at the deadline
+    SWITCHING = auto()  # we dropped the relay connection; the next generation tells
+    STOPPED = auto()
+
+
+TAKE_MOVES: dict[tuple[Take, str], Take] = {
+    (Take.IDLE, "relayed"): Take.WAITING,
+    (Take.IDLE, "direct"): Take.IDLE,
+    (Take.IDLE, "lost"): Take.IDLE,
+    (Take.WAITING, "due"): Take.PROBING,
+    (Take.WAITING, "lost"): Take.IDLE,
+    (Take.PROBING, "unreachable"): Take.WAITING,
+    (Take.PROBING, "reachable"): Take.SWITCHING,
+    (Take.PROBING, "lost"): Take.IDLE,
+    (Take.SWITCHING, "lost"): Take.SWITCHING,
+    (Take.SWITCHING, "relayed"): Take.WAITING,
+    (Take.SWITCHING, "direct"): Take.IDLE,
+    **{(s, "stop"): Take.STOPPED for s in Take},
+}
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Dial the follower's direct hints now; answer with :meth:`Takeover.probe_answered`."""
+
+
+@dataclass(frozen=True)
+class CancelProbe:
+    """The probe's deadline passed: stop its dials (it counts as unreachable)."""
+
+
+@dataclass(frozen=True)
+class Switch:
+    """Drop the relay connection: the reconnect that follows races the direct path."""
+
+
+TakeAction = Probe | CancelProbe | Switch
+
+
+class Takeover:
+    """The leader's search for a better path than the relay (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.state = Take.IDLE
+        self._deadline: float | None = None
+        self._probes = 0  # probes that failed since this relayed connection began
+        self._failed_switches = 0
+        self.switches = 0
+        """Switches that ended on a direct path (for logs and tests)."""
+
+    def next_deadline(self) -> float | None:
+        return self._deadline if self.state in (Take.WAITING, Take.PROBING) else None
+
+    def connected(self, now: float, relayed: bool, probe_targets: int) -> None:
+        """A generation won: ``relayed`` through a transit relay, ``probe_targets`` direct
+        hints of the follower's that a probe can dial (none: nothing to look for)."""
+        if self.state is Take.STOPPED:
+            return
+        switching = self.state is Take.SWITCHING
+        if relayed and probe_targets > 0:
+            if switching:
+                self._failed_switches += 1
+                wait = min(SWITCH_BACKOFF * 2 ** (self._failed_switches - 1),
+                           SWITCH_BACKOFF_MAX)
+            else:
+                self._probes = 0
+                wait = PROBE_SCHEDULE[0]
+            self._move("relayed")
+            self._deadline = now + wait
+            return
+        if switching and not relayed:
+            self.switches += 1
+            self._failed_switches = 0
+        self._move("direct")  # or relayed with nothing to probe: the same, nothing to do
+        self._deadline = None
+
+    def lost(self) -> None:
+        """The generation's connection ended (any reason, our own switch included)."""
+        if self.state is not Take.STOPPED:
+            self._move("lost")
+            if self.state is Take.IDLE:
+                self._deadline = None
+
+    def handle_timer(self, now: float) -> list[TakeAction]:
+        deadline = self.next_deadline()
+        if deadline is None or now < deadline:
+            return []
+        if self.state is Take.WAITING:
+            self._move("due")
+            self._deadline = now + PROBE_TIMEOUT
+            return [Probe()]
+        self._unreachable(now)
+        return [CancelProbe()]
+
+    def probe_answered(self, now: float, reachable: bool) -> list[TakeAction]:
+        """The probe's dials ended: ``reachable`` if any connected or was refused."""
+        if self.state is not Take.PROBING:
+            return []  # late: the deadline passed or the connection went meanwhile
+        if not reachable:
+            self._unreachable(now)
+            return []
+        self._move("reachable")
+        self._deadline = None
+        return [Switch()]
+
+    def stop(self) -> None:
+        self._move("stop")
+        self._deadline = None
+
+    def _unreachable(self, now: float) -> None:
+        self._move("unreachable")
+        self._probes += 1
+        wait = (PROBE_SCHEDULE[self._probes] if self._probes < len(PROBE_SCHEDULE)
+                else PROBE_EVERY)
+        if self._failed_switches:
+            wait = max(wait, min(SWITCH_BACKOFF * 2 ** (self._failed_switches - 1),
+                                 SWITCH_BACKOFF_MAX))
+        self._deadline = now + wait
+
+    def _move(self, event: str) -> None:
+        self.state = move(TAKE_MOVES, self.state, event)
