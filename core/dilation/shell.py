@@ -293,7 +293,10 @@ class Dilator:
             return
         out = l3.records_to_send()
         if out and self._stream is not None and self._codec is not None:
-            self._stream.write(b"".join(self._codec.encode(rec) for rec in out))
+            pieces: list[bytes] = []
+            for rec in out:
+                self._codec.encode_into(rec, pieces)
+            self._stream.write(b"".join(pieces))  # the one copy of what goes out
         for event in l3.events():
             self._event(event)
         self._arm_timer()
