@@ -183,7 +183,10 @@ class Dilator:
 
             if runner is self._runner:
                 self._send(wire.encode(wire.ConnectionHints(hints_to_wire(hints))))
-                self._race_call = self.reactor.callLater(NO_HINTS_START, self._race, runner)
+                # the peer's hints may have come before ours were ready: then gather briefly,
+                # not the whole NO_HINTS_START (every direct transfer waited 5 s that way)
+                wait = HINT_GATHER if self._peer_hints else NO_HINTS_START
+                self._race_call = self.reactor.callLater(wait, self._race, runner)
 
         d.addCallbacks(publish, lambda f: log.warning("dilation hints failed: %s", f.value))
 
