@@ -299,7 +299,8 @@ class Dilator:
             pieces: list[bytes] = []
             for rec in out:
                 self._codec.encode_into(rec, pieces)
-            self._stream.write(b"".join(pieces))  # the one copy of what goes out
+            for piece in pieces:  # not joined here: Twisted joins its write buffer anyway
+                self._stream.write(piece)
         for event in l3.events():
             self._event(event)
         self._arm_timer()
