@@ -127,6 +127,7 @@ class Dilator:
         self._stream: Any = None
         self._codec: l2.RecordCodec | None = None
         self._timer: Any = None
+        self._timer_deadline: float | None = None  # what _timer was armed for
         self._subs: dict[int, SubchannelTransport] = {}
         self._listeners: dict[str, Factory] = {}
         self._pending_opens: dict[str, list[SubchannelTransport]] = {}
@@ -394,10 +395,15 @@ class Dilator:
 
     # -- timers and the end ----------------------------------------------------------------------
     def _arm_timer(self) -> None:
+        """Keep one timer for L3's next deadline. Every flush asks (twice per record of a
+        transfer), and the deadline (the next ping) rarely moves: the armed timer stays."""
         deadline = self.l3.next_deadline() if self.l3 is not None else None
         if self._timer is not None and self._timer.active():
+            if deadline == self._timer_deadline:
+                return
             self._timer.cancel()
         self._timer = None
+        self._timer_deadline = deadline
         if deadline is not None:
             self._timer = self.reactor.callLater(max(0.0, deadline - self._now()), self._tick)
 
