@@ -339,7 +339,7 @@ def test_flushes_keep_the_ping_timer_while_its_deadline_stays() -> None:
     dilator.got_message(wire.encode(wire.Please("00" * 8)))
     clock.advance(NO_HINTS_START)
     peer.connection_made(0.0)
-    first = clock.getDelayedCalls()
+    first = list(clock.getDelayedCalls())  # a copy: Clock hands out its live list
     for _ in range(5):
         dilator.flush()
     assert clock.getDelayedCalls() == first
