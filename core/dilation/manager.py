@@ -35,7 +35,7 @@ frame: at 32 KiB, L3's per-record work (a record object, its ACK both ways, the 
 came eight times per batch. Official 0.24 puts a whole subchannel write in one DATA record of
 any size and cuts it into Noise messages within the frame, as
 :class:`hilltop.dilation.l2.RecordCodec` does, so the wire is one official already speaks.
-Small enough that a re-sent backlog (:data:`hilltop.dilation.shell.PAUSE_ABOVE`, 16 MiB)
+Small enough that a re-sent backlog (:data:`hilltop.dilation.shell.PAUSE_ABOVE`, 8 MiB)
 still interleaves with pings."""
 
 

@@ -36,13 +36,14 @@ NO_HINTS_START = 5.0
 """Race anyway (inbound connections only) if the peer sent no hints within this time."""
 RETRY_DELAY = 1.0
 """Seconds between a generation's failed race and the leader's next ``reconnect``."""
-PAUSE_ABOVE = 16 << 20
+PAUSE_ABOVE = 8 << 20
 """Stop reading local producers while this many bytes wait for the peer's ACK. The peer acks
 a record once it reads it, so the socket buffers on both sides (megabytes on loopback) count
-as unacknowledged: at 4 MiB (resume below 1 MiB) a durable transfer crawled at 80-100 MB/s,
-acks in hand only after the buffers drained; at 16/12 MiB it moved 150-235 MB/s
-(bench/README.md "Durable transfers over Dilation"). The sender holds this much for re-sending."""
-RESUME_BELOW = 12 << 20
+as unacknowledged: at 4 MiB (resume below 1 MiB) the sender waited for acks while the buffers
+drained. 256 MiB direct, 3 alternated runs each: 4/1 MiB 5.5-5.7 s and 69-72 MB sender RSS,
+8/6 MiB 4.0-4.2 s and 82-83 MB, 16/12 MiB 3.7-4.6 s and 108-118 MB (the unacked records,
+and Twisted's write buffer, hold about three times the window)."""
+RESUME_BELOW = 6 << 20
 
 
 @implementer(IAddress)
