@@ -130,8 +130,9 @@ class RecordCodec:
     the frame's pieces for one join per flush. Encryption and decryption stay the noiseprotocol
     session's own (its cipher states hold the nonces); only the bytes-only type check of
     ``NoiseConnection.encrypt``/``decrypt`` is passed by, which would force a copy per message.
-    Against the one-copy-per-step codec this cut a 256 MiB transfer's L3 and Noise work from
-    0.28 to 0.17 s on the sender and 0.38 to 0.21 s on the receiver (bench/README.md).
+    With 1 MiB DATA records instead of 32 KiB ones and a copy per step, L3, Noise and framing
+    of 256 MiB in process went from 0.28 to 0.18 s on the sender and from 0.38 to 0.29 s on
+    the receiver (bench/README.md "The cost cut").
     """
 
     def __init__(self, noise: Any, framer: Framer | None = None) -> None:
