@@ -189,8 +189,8 @@ class Dilator:
 
             if runner is self._runner:
                 self._send(wire.encode(wire.ConnectionHints(hints_to_wire(hints))))
-                # the peer's hints may have come before ours were ready: then gather briefly,
-                # not the whole NO_HINTS_START (every direct transfer waited 5 s that way)
+                # the peer's hints may have come while our listeners started (a reconnect:
+                # the follower sends them right after its reconnecting)
                 wait = HINT_GATHER if self._peer_hints else NO_HINTS_START
                 self._race_call = self.reactor.callLater(wait, self._race, runner)
 
