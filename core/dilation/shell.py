@@ -302,11 +302,8 @@ class Dilator:
             return
         out = l3.records_to_send()
         if out and self._stream is not None and self._codec is not None:
-            pieces: list[bytes] = []
-            for rec in out:
-                self._codec.encode_into(rec, pieces)
             # one write: a message stream (WebSocket relay, WebRTC) sends a message per write
-            self._stream.write(b"".join(pieces))
+            self._stream.write(b"".join(self._codec.encode(rec) for rec in out))
         for event in l3.events():
             self._event(event)
         self._arm_timer()

@@ -79,9 +79,6 @@ class PlainCodec:
     def encode(self, rec: r.Record) -> bytes:
         return l2.frame(r.encode(rec))
 
-    def encode_into(self, rec: r.Record, pieces: list[bytes]) -> None:
-        pieces.append(self.encode(rec))
-
     def feed(self, data: bytes) -> list[r.Record]:
         self.framer.feed(data)
         out = []
