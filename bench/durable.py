@@ -11,6 +11,7 @@
    again (bytes flowing), and the whole transfer's time.
 
     python bench/durable.py                        # 256 MiB, 3 pairs, both links, heal
+    python bench/durable.py --before OLD/bin/wormhole --heal-size 0   # A/B against a base
     python bench/durable.py --size 1500M --pairs 0 --heal-size 1500M   # the issue's 1.5 GB
 """
 
@@ -39,17 +40,30 @@ from run import (  # noqa: E402 - the shared bench helpers live beside this file
 )
 
 
-def cost(bench: Bench, src: Path, pairs: int) -> None:
+def cost(bench: Bench, src: Path, pairs: int, before: str | None = None) -> None:
+    """Transit against Dilation, alternated; with ``before`` (another ``wormhole``, e.g. a
+    base commit's), that one's dilated transfer joins the rotation as ``dil-before``."""
+    import run
+
+    kinds: list[tuple[str, tuple[str, ...], str]] = [
+        ("transit", ("--no-durable",), run.HILLTOP), ("dilated", ("--durable",), run.HILLTOP)]
+    if before:
+        kinds.append(("dil-before", ("--durable",), before))
+    ours = run.HILLTOP
     for link, flags in (("direct", ()), ("relay", ("--transports", "relay"))):
-        runs: dict[str, list[Result]] = {"transit": [], "dilated": []}
+        runs: dict[str, list[Result]] = {label: [] for label, _, _ in kinds}
         for _ in range(pairs):
-            for label, extra in (("transit", ("--no-durable",)), ("dilated", ("--durable",))):
-                runs[label].append(bench.transfer("hilltop", "hilltop", [str(src)], False,
-                                                  (*flags, *extra)))
+            for label, extra, program in kinds:
+                run.HILLTOP = program  # Bench.transfer starts run.HILLTOP for "hilltop"
+                try:
+                    runs[label].append(bench.transfer("hilltop", "hilltop", [str(src)], False,
+                                                      (*flags, *extra)))
+                finally:
+                    run.HILLTOP = ours
         for label, results in runs.items():
             walls = sorted(r.wall for r in results)
             mid = results[[r.wall for r in results].index(walls[len(walls) // 2])]
-            print(f"{link:6} {label:8} wall {' '.join(f'{w:.2f}' for w in walls)} s; "
+            print(f"{link:6} {label:10} wall {' '.join(f'{w:.2f}' for w in walls)} s; "
                   f"median run: sender {mid.sender.rss_mb:.0f} MB RSS {mid.sender.cpu:.2f} s "
                   f"CPU, receiver {mid.receiver.rss_mb:.0f} MB RSS {mid.receiver.cpu:.2f} s CPU",
                   flush=True)
@@ -113,7 +127,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size", default="256M")
     parser.add_argument("--pairs", type=int, default=3)
-    parser.add_argument("--heal-size", default="256M")
+    parser.add_argument("--heal-size", default="256M", help="0: no heal run")
+    parser.add_argument("--before", help="another wormhole whose dilated transfer alternates "
+                                         "with ours (a base commit's, for an A/B)")
     parser.add_argument("--down", type=float, default=3.0)
     args = parser.parse_args()
     enter_loopback_namespace()
@@ -125,9 +141,10 @@ def main() -> int:
         try:
             if args.pairs:
                 src = make_file(work / "payload.bin", parse_size(args.size), sparse=False)
-                cost(bench, src, args.pairs)
-            heal(work, make_file(work / "heal.bin", parse_size(args.heal_size), sparse=False),
-                 args.down)
+                cost(bench, src, args.pairs, args.before)
+            if parse_size(args.heal_size):
+                heal(work, make_file(work / "heal.bin", parse_size(args.heal_size),
+                                     sparse=False), args.down)
         finally:
             bench.stop_servers()
     print(f"load after: {load_average()}", flush=True)

@@ -11,7 +11,7 @@ and buys not a line of new record code. No socket is lent: the bulk pump's fast 
 plain TCP socket, which a subchannel is not.
 
 Memory: the sender reads the file only as fast as the peer acknowledges. The subchannel pauses
-the data path's producer once :data:`hilltop.dilation.shell.PAUSE_ABOVE` bytes (4 MiB) wait
+the data path's producer once :data:`hilltop.dilation.shell.PAUSE_ABOVE` bytes (8 MiB) wait
 for the peer's ACK and resumes it below ``RESUME_BELOW``, so what the sender holds is that
 bound plus the batches of sealed records already on their way to the subchannel, also while
 no L2 connection exists (nothing is acknowledged then, so the producer stays paused).

@@ -15,6 +15,7 @@ from hilltop.errors import ProtocolError
 T_KCM, T_PING, T_PONG, T_OPEN, T_DATA, T_CLOSE, T_ACK = range(7)
 _U32 = struct.Struct(">L")
 _U32X2 = struct.Struct(">LL")
+_DATA_HEAD = struct.Struct(">BLL")
 
 
 class BadDilationRecord(ProtocolError):
@@ -76,13 +77,29 @@ def encode(r: Record) -> bytes:
             return bytes([T_PONG]) + ping_id
         case Open(seqnum, scid, subprotocol):
             return bytes([T_OPEN]) + _U32X2.pack(scid, seqnum) + subprotocol.encode("utf-8")
-        case Data(seqnum, scid, data):
-            return bytes([T_DATA]) + _U32X2.pack(scid, seqnum) + data
+        case Data():
+            return data_header(r) + r.data
         case Close(seqnum, scid):
             return bytes([T_CLOSE]) + _U32X2.pack(scid, seqnum)
         case Ack(resp_seqnum):
             return bytes([T_ACK]) + _U32.pack(resp_seqnum)
     raise TypeError(f"not a dilation record: {r!r}")
+
+
+def data_header(r: Data) -> bytes:
+    """The 9 bytes before a DATA record's payload (the codec encrypts the payload from a view
+    of it, not from a joined copy)."""
+    return _DATA_HEAD.pack(T_DATA, r.scid, r.seqnum)
+
+
+def parse_parts(parts: list[bytes]) -> Record:
+    """One decrypted record in the pieces it was decrypted in (a big DATA record is several
+    Noise messages): a DATA record's payload is joined once, straight from the pieces."""
+    if len(parts) > 1 and len(parts[0]) >= _DATA_HEAD.size and parts[0][0] == T_DATA:
+        _, scid, seqnum = _DATA_HEAD.unpack_from(parts[0])
+        with memoryview(parts[0]) as first:
+            return Data(seqnum, scid, b"".join([first[_DATA_HEAD.size:], *parts[1:]]))
+    return parse(b"".join(parts))
 
 
 def parse(plaintext: bytes) -> Record:

@@ -37,9 +37,14 @@ NO_HINTS_START = 5.0
 """Race anyway (inbound connections only) if the peer sent no hints within this time."""
 RETRY_DELAY = 1.0
 """Seconds between a generation's failed race and the leader's next ``reconnect``."""
-PAUSE_ABOVE = 4 << 20
-"""Stop reading local producers while this many bytes wait for the peer's ACK."""
-RESUME_BELOW = 1 << 20
+PAUSE_ABOVE = 8 << 20
+"""Stop reading local producers while this many bytes wait for the peer's ACK. The peer acks
+a record once it reads it, so the socket buffers on both sides (megabytes on loopback) count
+as unacknowledged: at 4 MiB (resume below 1 MiB) the sender waited for acks while the buffers
+drained. 256 MiB direct, 3 alternated runs each: 4/1 MiB 5.5-5.7 s and 69-72 MB sender RSS,
+8/6 MiB 4.0-4.2 s and 82-83 MB, 16/12 MiB 3.7-4.6 s and 108-118 MB (the unacked records,
+and Twisted's write buffer, hold about three times the window)."""
+RESUME_BELOW = 6 << 20
 
 Prober = Callable[[list[tuple[str, int]], float], "defer.Deferred[bool]"]
 """Dials ``(host, port)`` targets for a path takeover probe (:func:`direct_prober`)."""
@@ -132,6 +137,7 @@ class Dilator:
         self._stream: Any = None
         self._codec: l2.RecordCodec | None = None
         self._timer: Any = None
+        self._timer_deadline: float | None = None  # what _timer was armed for
         self._subs: dict[int, SubchannelTransport] = {}
         self._listeners: dict[str, Factory] = {}
         self._pending_opens: dict[str, list[SubchannelTransport]] = {}
@@ -367,6 +373,7 @@ class Dilator:
             return
         out = l3.records_to_send()
         if out and self._stream is not None and self._codec is not None:
+            # one write: a message stream (WebSocket relay, WebRTC) sends a message per write
             self._stream.write(b"".join(self._codec.encode(rec) for rec in out))
         for event in l3.events():
             self._event(event)
@@ -461,10 +468,15 @@ class Dilator:
 
     # -- timers and the end ----------------------------------------------------------------------
     def _arm_timer(self) -> None:
+        """Keep one timer for L3's next deadline. Every flush asks (twice per record of a
+        transfer), and the deadline (the next ping) rarely moves: the armed timer stays."""
         deadline = self.l3.next_deadline() if self.l3 is not None else None
         if self._timer is not None and self._timer.active():
+            if deadline == self._timer_deadline:
+                return
             self._timer.cancel()
         self._timer = None
+        self._timer_deadline = deadline
         if deadline is not None:
             self._timer = self.reactor.callLater(max(0.0, deadline - self._now()), self._tick)
 

@@ -56,9 +56,11 @@ class TransitOptions:
     * ``durable``: True (``--durable``): a sender runs the transfer over Dilation where both
       peers can; None: a sender uses transit, a receiver follows its sender's choice; False
       (``--no-durable``): transit only, and a receiver does not offer Dilation. Why a sender
-      must ask: a dilated transfer still costs 2-3.5x transit's CPU (L3 and Noise per 32 KiB
-      record, bench/README.md "Durable transfers"), which would make a big transfer between
-      two hilltops slower than between two official clients.
+      must ask: a dilated transfer still costs 1.8-2.4x transit's CPU and 1.7-2x its wall time
+      (256 MiB and 1 GiB; Noise's ChaCha20-Poly1305 alone is ~0.55 s per GiB and side, and
+      the reactor moves the bytes instead of the bulk pump: bench/README.md "The cost cut"),
+      which would make a big transfer between two hilltops slower than between two official
+      clients.
     """
 
     transit_helpers: Sequence[str] = ()

@@ -186,7 +186,7 @@ def test_close_does_not_wait_for_a_peer_that_never_answers() -> None:
 
 
 def test_producer_registration_reaches_the_subchannel() -> None:
-    """The subchannel's pressure check (4 MiB unacknowledged) pauses the data path's
+    """The subchannel's pressure check (8 MiB unacknowledged) pauses the data path's
     producer: registration must reach the subchannel transport."""
     clock = task.Clock()
     stream = SubchannelStream(clock)

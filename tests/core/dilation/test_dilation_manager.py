@@ -131,3 +131,25 @@ def test_bad_records_and_messages_are_named() -> None:
     with pytest.raises(wire.BadDilationMessage):
         wire.parse(b"[1]")
     assert wire.parse(b'{"type": "future"}') is None
+
+
+def test_a_sealed_batch_of_a_durable_transfer_is_one_data_record() -> None:
+    """A durable transfer writes 256 KiB of sealed records at a time: one DATA record, so one
+    ACK (at 32 KiB records L3's work per record came eight times per batch)."""
+    a, b = m.L3(True), m.L3(False)
+    a.connection_made(0)
+    b.connection_made(0)
+    scid = a.open("hilltop-transfer-v1")
+    settle(a, b)
+    b.events()
+    batch = bytes(range(256)) * 1024 + b"-" * 32  # 256 KiB of records and their overhead
+    a.write(scid, batch)
+    out = a.records_to_send()
+    assert [type(rec) for rec in out] == [r.Data]
+    for rec in out:
+        b.record_received(rec, 0.0)
+    assert received(b) == batch
+    assert b.records_to_send() == [r.Ack(out[0].seqnum)]
+    a.write(scid, b"x" * (m.CHUNK + 1))  # a bigger write is still cut
+    assert [len(rec.data) for rec in a.records_to_send() if isinstance(rec, r.Data)] == [
+        m.CHUNK, 1]
