@@ -13,6 +13,7 @@ import importlib
 import click
 
 from hilltop._runtime.lazyimport import defer_module
+from hilltop._runtime.memory import importing
 
 defer_module("http.cookiejar")  # Twisted's compat module re-exports it; nothing uses it
 from hilltop._runtime.lazytls import defer_openssl, openssl_deferred  # noqa: E402
@@ -52,7 +53,9 @@ class AliasedGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         name = ALIASES.get(cmd_name, cmd_name)
         if name not in self.commands and name in COMMANDS:
-            self.add_command(getattr(importlib.import_module(COMMANDS[name]), name))
+            with importing():  # the collector paused, as for the CLI's own imports
+                module = importlib.import_module(COMMANDS[name])
+            self.add_command(getattr(module, name))
         return super().get_command(ctx, name)
 
     def resolve_command(self, ctx: click.Context, args: list[str]
