@@ -16,6 +16,7 @@ from hilltop._runtime.lazyimport import defer_module
 from hilltop._runtime.memory import importing
 
 defer_module("http.cookiejar")  # Twisted's compat module re-exports it; nothing uses it
+defer_module("hyperlink")  # autobahn's WebSocket protocol imports it for a server's redirect
 from hilltop._runtime.lazytls import defer_openssl, openssl_deferred  # noqa: E402
 
 defer_openssl()  # the CLI opens TLS connections only for a wss:// mailbox

@@ -1,5 +1,6 @@
 """The CLI leaves ``http.cookiejar`` (and with it urllib.request, http.client, email, ssl)
-unloaded until something uses it; Twisted's compat module only re-exports it.
+unloaded until something uses it; Twisted's compat module only re-exports it. Likewise
+``hyperlink``, which autobahn imports with a plain ``import hyperlink``.
 
 Run in a fresh interpreter: what is loaded depends on the process's first imports.
 """
@@ -16,6 +17,10 @@ PROBE = textwrap.dedent("""
     from hilltop.rendezvous import client
     client._autobahn()  # what the first mailbox connection adds
     print("urllib.request loaded:", "urllib.request" in sys.modules)
+    print("hyperlink run:", type(sys.modules["hyperlink"]) is type(sys))
+    import hyperlink  # a plain import binds the deferred module without running it
+    print("hyperlink run after import:", type(sys.modules["hyperlink"]) is type(sys))
+    print("url host:", hyperlink.URL.from_text("ws://relay.example:4000/v1").host)
     from twisted.python import compat
     import http.cookiejar
     jar = http.cookiejar.CookieJar()  # the first use loads the real module
@@ -29,3 +34,10 @@ def test_the_cli_loads_the_cookie_jar_only_when_used() -> None:
     assert lines["urllib.request loaded"] == "False"
     assert lines["cookie jar"] == "CookieJar 0"
     assert lines["urllib.request after use"] == "True"
+
+
+def test_a_plain_import_leaves_a_deferred_module_unrun_until_used() -> None:
+    lines = dict(line.split(": ", 1) for line in run_fresh(PROBE).splitlines())
+    assert lines["hyperlink run"] == "False"
+    assert lines["hyperlink run after import"] == "False"
+    assert lines["url host"] == "relay.example"
