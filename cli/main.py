@@ -17,6 +17,8 @@ from hilltop._runtime.memory import importing
 
 defer_module("http.cookiejar")  # Twisted's compat module re-exports it; nothing uses it
 defer_module("hyperlink")  # autobahn's WebSocket protocol imports it for a server's redirect
+defer_module("ssl")  # asyncio imports it for TLS transports; a wss:// mailbox loads it
+defer_module("asyncio.sslproto")  # (imports asyncio, with the two above deferred)
 from hilltop._runtime.lazytls import defer_openssl, openssl_deferred  # noqa: E402
 
 defer_openssl()  # the CLI opens TLS connections only for a wss:// mailbox

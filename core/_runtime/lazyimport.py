@@ -8,8 +8,12 @@ imports nothing but the standard library.
 from __future__ import annotations
 
 import sys
+import threading
 import types
 from typing import Any
+
+_running = threading.RLock()
+"""Held while a deferred module's code runs: another thread's first use waits for it."""
 
 
 class _Deferred(types.ModuleType):
@@ -27,15 +31,19 @@ class _Deferred(types.ModuleType):
     def __getattribute__(self, name: str) -> Any:
         if name == "__spec__":
             return super().__getattribute__(name)
-        _run(self)
+        with _running:
+            if type(self) is _Deferred:
+                namespace = super().__getattribute__("__dict__")
+                if namespace.get("__deferred_running__"):  # its own code, or a module it
+                    return super().__getattribute__(name)  # imports: as a circular import
+                namespace["__deferred_running__"] = True
+                try:
+                    spec = namespace["__spec__"]
+                    spec.loader.exec_module(self)
+                finally:
+                    del namespace["__deferred_running__"]
+                    object.__setattr__(self, "__class__", types.ModuleType)
         return getattr(self, name)
-
-
-def _run(module: types.ModuleType) -> None:
-    object.__setattr__(module, "__class__", types.ModuleType)  # from now on a plain module
-    spec = module.__spec__
-    assert spec is not None and spec.loader is not None
-    spec.loader.exec_module(module)
 
 
 def defer_module(name: str) -> None:
@@ -51,12 +59,19 @@ def defer_module(name: str) -> None:
     "Fourth session"). Whoever does use one gets the real module at the first attribute.
     """
     import importlib
+    import importlib.machinery
     import importlib.util
 
     if name in sys.modules:
         return
     parent, _, child = name.rpartition(".")
-    spec = importlib.util.find_spec(name)
+    where = None
+    if parent:  # found without importing the parent, which may import the module itself
+        parent_spec = importlib.util.find_spec(parent)
+        if parent_spec is None or not parent_spec.submodule_search_locations:
+            return
+        where = list(parent_spec.submodule_search_locations)
+    spec = importlib.machinery.PathFinder.find_spec(name, where)
     if spec is None or spec.loader is None:
         return
     module = importlib.util.module_from_spec(spec)

@@ -24,7 +24,7 @@ PROBE = textwrap.dedent("""
     print(sorted(name for name in sys.modules if name.startswith("hilltop.cli.")))
     print(sorted(name for name in sys.modules if name.split(".")[:2] == ["hilltop", "dilation"]
                  or name == "importlib.resources"))
-    print("run:", sorted(name for name in ("hyperlink", "http.cookiejar")
+    print("run:", sorted(name for name in ("hyperlink", "http.cookiejar", "ssl", "asyncio.sslproto")
                          if type(sys.modules.get(name)).__name__ == "module"))
 """)
 CODE = "7-guitarist-revenge"

@@ -8,7 +8,9 @@ Run in a fresh interpreter: what is loaded depends on the process's first import
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
+import pytest
 from fresh_interpreter import run_fresh
 
 PROBE = textwrap.dedent("""
@@ -41,3 +43,37 @@ def test_a_plain_import_leaves_a_deferred_module_unrun_until_used() -> None:
     assert lines["hyperlink run"] == "False"
     assert lines["hyperlink run after import"] == "False"
     assert lines["url host"] == "relay.example"
+
+
+def test_a_deferred_module_runs_once_whoever_uses_it_first(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a package whose __init__ imports its submodule: deferring the submodule must not run the
+    # package first (find_spec would), and threads using it at once run its code once
+    package = tmp_path / "deferred_probe_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("from . import heavy\n")
+    (package / "heavy.py").write_text(
+        "import builtins\n"
+        "builtins.heavy_runs = getattr(builtins, 'heavy_runs', 0) + 1\n"
+        "VALUE = 42\n")
+    script = textwrap.dedent("""
+        import builtins, sys, threading
+        from hilltop._runtime.lazyimport import defer_module
+        defer_module("deferred_probe_pkg.heavy")
+        import deferred_probe_pkg
+        print("runs after import:", getattr(builtins, "heavy_runs", 0))
+        seen = []
+        threads = [threading.Thread(target=lambda: seen.append(deferred_probe_pkg.heavy.VALUE))
+                   for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+        print("values:", sorted(set(seen)), len(seen))
+        print("runs after use:", builtins.heavy_runs)
+    """)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    lines = dict(line.split(": ", 1) for line in run_fresh(script).splitlines())
+    assert lines["runs after import"] == "0"
+    assert lines["values"] == "[42] 8"
+    assert lines["runs after use"] == "1"
