@@ -19,6 +19,7 @@ defer_module("http.cookiejar")  # Twisted's compat module re-exports it; nothing
 defer_module("hyperlink")  # autobahn's WebSocket protocol imports it for a server's redirect
 defer_module("ssl")  # asyncio imports it for TLS transports; a wss:// mailbox loads it
 defer_module("asyncio.sslproto")  # (imports asyncio, with the two above deferred)
+defer_module("importlib.metadata._adapters", import_parent=False)  # email, for dist.metadata
 from hilltop._runtime.lazytls import defer_openssl, openssl_deferred  # noqa: E402
 
 defer_openssl()  # the CLI opens TLS connections only for a wss:// mailbox

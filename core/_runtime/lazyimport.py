@@ -46,10 +46,13 @@ class _Deferred(types.ModuleType):
         return getattr(self, name)
 
 
-def defer_module(name: str) -> None:
+def defer_module(name: str, *, import_parent: bool = True) -> None:
     """Make the not yet imported module ``name`` run at its first use, not its import, and
     bind it on its package, so that ``from package import module`` takes the deferred
     module without touching it; a plain ``import name`` takes it too (:class:`_Deferred`).
+    With ``import_parent=False`` the package is not imported now and the module is not bound
+    on it: for a private submodule that only its package imports (``from . import child``
+    finds it in ``sys.modules``), when the package itself may never be needed.
 
     For ``http.cookiejar``, which ``twisted.python.compat`` imports only to re-export it as
     a deprecated name: it pulls in ``urllib.request``, ``http.client``, ``email`` and ``ssl``,
@@ -77,5 +80,5 @@ def defer_module(name: str) -> None:
     module = importlib.util.module_from_spec(spec)
     object.__setattr__(module, "__class__", _Deferred)
     sys.modules[name] = module
-    if parent:
+    if parent and (import_parent or parent in sys.modules):
         setattr(importlib.import_module(parent), child, module)

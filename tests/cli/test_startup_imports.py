@@ -86,3 +86,19 @@ def test_the_imports_after_start_up_run_with_the_collector_paused() -> None:
     for args in (["receive", CODE], ["send", "--code", CODE, "--text", "hi"], ["warm-up"]):
         last = run_fresh(COLLECTIONS, *args).splitlines()[-1].split()
         assert last[0] == "collections:" and int(last[1]) <= 5 and last[3] == "0", (args, last)
+
+
+def test_loading_the_transports_parses_no_package_metadata() -> None:
+    # a file's warm-up tells hilltop's own transports from plugins by their entry points, not
+    # by each distribution's METADATA, which the email package parses (~8 ms a side)
+    probe = textwrap.dedent("""
+        import sys
+        import hilltop.cli.main
+        from hilltop.transit.plugins import load_configured
+        loaded = load_configured()
+        print(sorted(t.name for t in loaded.loaded if t.builtin))
+        print("email.message" in sys.modules, "importlib.metadata" in sys.modules)
+    """)
+    builtins, loaded = run_fresh(probe).splitlines()[-2:]
+    assert "'direct-tcp'" in builtins and "'relay'" in builtins, builtins
+    assert loaded == "False True", loaded
