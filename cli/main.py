@@ -13,8 +13,13 @@ import importlib
 import click
 
 from hilltop._runtime.lazyimport import defer_module
+from hilltop._runtime.memory import importing
 
 defer_module("http.cookiejar")  # Twisted's compat module re-exports it; nothing uses it
+defer_module("hyperlink")  # autobahn's WebSocket protocol imports it for a server's redirect
+defer_module("ssl")  # asyncio imports it for TLS transports; a wss:// mailbox loads it
+defer_module("asyncio.sslproto")  # (imports asyncio, with the two above deferred)
+defer_module("importlib.metadata._adapters", import_parent=False)  # email, for dist.metadata
 from hilltop._runtime.lazytls import defer_openssl, openssl_deferred  # noqa: E402
 
 defer_openssl()  # the CLI opens TLS connections only for a wss:// mailbox
@@ -52,7 +57,9 @@ class AliasedGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         name = ALIASES.get(cmd_name, cmd_name)
         if name not in self.commands and name in COMMANDS:
-            self.add_command(getattr(importlib.import_module(COMMANDS[name]), name))
+            with importing():  # the collector paused, as for the CLI's own imports
+                module = importlib.import_module(COMMANDS[name])
+            self.add_command(getattr(module, name))
         return super().get_command(ctx, name)
 
     def resolve_command(self, ctx: click.Context, args: list[str]

@@ -12,7 +12,8 @@ it costs well under a millisecond each time. Elsewhere (no glibc) it does nothin
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 TRIM_EVERY = 8 * 1024 * 1024
@@ -79,3 +80,27 @@ def freeze_after_startup() -> None:
 def frozen_at_startup() -> bool:
     """Whether :func:`freeze_after_startup` froze this process's objects (the CLI's)."""
     return _startup_frozen
+
+
+@contextmanager
+def importing() -> Iterator[None]:
+    """Run a block that imports a batch of modules the way the start-up did: with the
+    collector off, freezing what the block created when it ends. Only in a process whose
+    start-up was frozen (the CLI, :func:`freeze_after_startup`) and whose collector is on;
+    anywhere else (a library's host, a test) the block runs as it is.
+
+    Why: after that freeze a CLI process still imports its command's module, autobahn at the
+    first mailbox connection and, for a file, the transit machinery and its transports; with
+    the collector on, a 3-byte receive ran ~40 collections meanwhile, 3 of them of the middle
+    generation (rescanning every young object the imports made): 11-27 ms per process,
+    measured with ``gc.callbacks`` (bench/README.md, "Fourth session").
+    """
+    if not _startup_frozen or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.enable()

@@ -24,8 +24,9 @@ def install_asyncio_reactor(
     """
     if "twisted.internet.reactor" not in sys.modules:
         from hilltop._runtime.lazytls import openssl_deferred
+        from hilltop._runtime.memory import importing
 
-        with openssl_deferred():  # the CLI's: Twisted's TCP and reactor modules without TLS
+        with openssl_deferred(), importing():  # the CLI's: Twisted's TCP, reactor without TLS
             from twisted.internet import asyncioreactor
 
         if loop is None:

@@ -18,6 +18,7 @@ from twisted.internet import endpoints
 from twisted.internet.interfaces import IReactorTime, IStreamClientEndpoint
 
 from hilltop._runtime.lazytls import openssl_deferred, skip_autobahn_wamp, wrap_client_tls
+from hilltop._runtime.memory import importing
 from hilltop.errors import HilltopError, LocalError, ProtocolError
 from hilltop.rendezvous import mailbox, messages
 from hilltop.units import readable_size
@@ -66,7 +67,7 @@ def _autobahn() -> tuple[Any, type]:
     """
     os.environ.setdefault("AUTOBAHN_USE_NVX", "0")
     skip_autobahn_wamp()
-    with openssl_deferred():
+    with openssl_deferred(), importing():
         from autobahn.twisted.websocket import WebSocketClientFactory, WebSocketClientProtocol
 
     class MailboxProtocol(WebSocketClientProtocol):

@@ -159,17 +159,21 @@ def warm_up_transit(options: TransitOptions | None = None) -> None:
     (entry points, config file, registration: another 10-20 ms), for :func:`make_runner`."""
     import importlib
 
-    for name in TRANSIT_MODULES:
-        importlib.import_module(name)
-    if options is not None and _transport_choice(options) not in _loaded_ahead:
-        from hilltop.transit.plugins import load_configured
+    from hilltop._runtime.memory import importing
 
-        try:
-            loaded = load_configured(list(options.transports) if options.transports else None,
-                                     no_plugins=options.no_plugins)
-        except HilltopError:  # a broken config file: make_runner reports it, where it did
-            return
-        _loaded_ahead[_transport_choice(options)] = loaded
+    with importing():  # the collector paused, as for the CLI's start-up
+        for name in TRANSIT_MODULES:
+            importlib.import_module(name)
+        if options is not None and _transport_choice(options) not in _loaded_ahead:
+            from hilltop.transit.plugins import load_configured
+
+            try:
+                loaded = load_configured(
+                    list(options.transports) if options.transports else None,
+                    no_plugins=options.no_plugins)
+            except HilltopError:  # a broken config file: make_runner reports it, where it did
+                return
+            _loaded_ahead[_transport_choice(options)] = loaded
 
 
 async def durable(w: Wormhole, options: TransitOptions, *, choosing: bool = False

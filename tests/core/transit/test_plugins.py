@@ -17,6 +17,7 @@ from hilltop.hints import direct_tcp_v1
 from hilltop.hookspecs import TransitSession, TransportInfo, hookimpl
 from hilltop.transit.plugins import (
     PluginConfig,
+    Transports,
     load_configured,
     load_transports,
     read_config,
@@ -228,3 +229,23 @@ async def test_a_hint_nobody_takes_is_a_transit_error() -> None:
     with pytest.raises(DialError, match="no transport took it") as err:
         await ts.dial(direct_tcp_v1.Hint("192.0.2.1", 1), session, reactor, 1.0)
     assert isinstance(err.value, TransitError) and isinstance(err.value, HilltopError)
+
+
+def test_registering_a_plugin_skips_its_dunder_attributes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # pluggy reads each name of dir(plugin) statically; object's dunders are two thirds of a
+    # transport's names and never hook implementations (bench/README.md, "Fourth session")
+    import pluggy._manager
+
+    looked_at: list[str] = []
+    real = pluggy._manager._static_hook_attr
+
+    def recording(obj: object, name: str) -> object:
+        looked_at.append(name)
+        return real(obj, name)
+
+    transports = Transports()  # (its hook specifications are read here, not recorded)
+    monkeypatch.setattr(pluggy._manager, "_static_hook_attr", recording)
+    transports.add(Good())
+    assert transports.names() == ["good"]  # its hook implementations were still found
+    assert "hilltop_transport_info" in looked_at
+    assert not [name for name in looked_at if name.startswith("__")], looked_at
