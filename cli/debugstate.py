@@ -21,7 +21,8 @@ import click
 
 from hilltop.cli import output
 
-MACHINES = ("mailbox", "handshake", "race", "streamcodec", "engine", "l2", "manager")
+MACHINES = ("mailbox", "handshake", "race", "streamcodec", "engine", "l2", "manager",
+            "takeover")
 """What can be selected: the modules whose tables go through ``_transitions.move``
 (``tests/cli/test_debugstate.py`` checks this list against the source)."""
 
