@@ -14,10 +14,16 @@ import hashlib
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from test_dilation import finish, line, start
+from transferkit import digest, random_file
+
+if TYPE_CHECKING:
+    from conftest import Peer
 
 pytest.importorskip("aiortc")
 
@@ -68,3 +74,29 @@ def test_webrtc_l2_both_ways_across_a_reconnect(ice_loopback: None, mailbox_url:
     echoed = line(opened, "echoed ").split()
     assert echoed[1:] == [str(SIZE), payload_sha256(SIZE)]
     assert line(served, "served ").split()[1:] == echoed[1:]
+
+
+DURABLE_SIZE = 2_000_000
+
+
+def test_durable_transfer_over_webrtc_across_a_dropped_l2(
+        ice_loopback: None, hilltop: Callable[..., Peer], mailbox_url: str, fresh_code: str,
+        tmp_path: Path) -> None:
+    """``wormhole receive --transports webrtc`` follows a durable sender with only webrtc
+    loaded (integration/durable_sender.py); the sender aborts its L2 connection a third of
+    the way, the next generation negotiates a new data channel and carries the rest."""
+    src = random_file(tmp_path / "rtc.bin", DURABLE_SIZE)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    code = fresh_code
+    receiver = hilltop("receive", "--transports", "webrtc", "--accept-file", code, cwd=dest)
+    sender = start(sys.executable, "durable_sender.py", mailbox_url, code, str(src),
+                   str(DURABLE_SIZE // 3), env=ONLY_WEBRTC)
+    sent = finish(sender, 120)
+    got = receiver.finish(60)
+    assert got.returncode == 0, got.describe()
+    assert "dropping the L2 connection" in sent, sent
+    assert line(sent, "generations ") == "generations 2", sent
+    assert "reconnecting..." in got.stderr, got.describe()
+    assert "webrtc" in line(sent, "path: webrtc"), sent  # the new path is a data channel
+    assert digest(dest / src.name) == digest(src)

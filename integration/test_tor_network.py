@@ -446,3 +446,34 @@ def test_dilated_channel_over_onion(tor_world: TorWorld, fresh_code: str) -> Non
     echoed = line(opened, "echoed ").split()
     assert echoed[1] == str(size)
     assert line(served, "served ").split()[1:] == echoed[1:]
+
+
+def test_durable_transfer_over_onion_across_a_dropped_l2(peers, tor_world: TorWorld,
+                                                         fresh_code: str,
+                                                         tmp_path: Path) -> None:
+    """``wormhole receive --tor-control-port`` follows a durable sender under Tor
+    (integration/durable_sender.py); no relay to dial, so an onion service carries every L2
+    connection. The sender aborts its L2 connection once the first bytes are handed over;
+    the next generation is a new onion connection and the file arrives whole."""
+    sys.path.insert(0, str(HERE.resolve()))
+    from test_dilation import finish, line, start
+
+    w = tor_world
+    data = _payload(tmp_path / "durable.bin", 300_000)
+    out = tmp_path / "got"
+    out.mkdir()
+    code = fresh_code
+    receiver = _hilltop(peers, w, "receive", "--tor-control-port", w.receiver.control_endpoint,
+                        "--accept-file", code, cwd=out, helper=NO_RELAY)
+    sender = start(sys.executable, "durable_sender.py", w.relay_url, code,
+                   str(tmp_path / "durable.bin"), "1",
+                   env={"HILLTOP_TOR_CONTROL": w.sender.control_endpoint})
+    sent = finish(sender, 150)
+    got = receiver.finish(60)
+    assert got.returncode == 0, got.describe()
+    assert "dropping the L2 connection" in sent, sent
+    assert line(sent, "generations ") == "generations 2", sent
+    assert "reconnecting..." in got.stderr, got.describe()
+    for path in (ln for ln in sent.splitlines() if ln.startswith("dilation: connected: ")):
+        assert "tor " in path and "tor-relay" not in path, sent
+    assert (out / "durable.bin").read_bytes() == data
