@@ -3,8 +3,8 @@ mid-transfer: the counterpart of ``wormhole receive`` in the durable tests over 
 
     python durable_sender.py MAILBOX_URL CODE PATH DROP_AFTER
 
-It sends ``PATH`` with ``TransitOptions(durable=True)`` and, once ``DROP_AFTER`` bytes were
-handed to the subchannel, aborts the L2 connection of the transfer's Dilation (as
+It sends ``PATH`` with ``TransitOptions(durable=True)`` and, once the receiver acknowledged
+``DROP_AFTER`` bytes, aborts the L2 connection of the transfer's Dilation (as
 integration/dilation_peer.py's ``HILLTOP_DROP_AFTER`` does), so the next generation must carry
 the rest. ``HILLTOP_TRANSPORTS=a,b`` races only those transports; ``HILLTOP_TOR_CONTROL=ENDPOINT``
 puts the mailbox and every L2 connection through that Tor (as ``--tor-control-port``). Prints
@@ -14,6 +14,7 @@ the end ``sent`` and ``generations G``.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from typing import Any
@@ -60,21 +61,37 @@ async def main(reactor: Any, url: str, code: str, path: str, drop_after: str) ->
     limit = int(drop_after)
 
     def progress(n: int) -> None:
-        before, handed[0] = handed[0], handed[0] + n
-        if before < limit <= handed[0]:
-            print(f"dropping the L2 connection at {handed[0]}", flush=True)
-            defer.ensureDeferred(dilated[0].dilator()).addCallback(lambda d: d.drop_connection())
+        handed[0] += n
+
+    async def drop_once_acknowledged() -> None:
+        # bytes the peer acknowledged (handed over, no longer waiting in L3): counting only
+        # what was handed, the drop could come before the receiver even had the subchannel
+        dilator = await dilated_soon()
+        while dilator.l3 is None or handed[0] - dilator.l3.unacked_bytes < limit:
+            await task.deferLater(reactor, 0.02, lambda: None)
+        print(f"dropping the L2 connection at {handed[0] - dilator.l3.unacked_bytes} "
+              "acknowledged", flush=True)
+        dilator.drop_connection()
+
+    async def dilated_soon() -> Any:
+        while not dilated:
+            await task.deferLater(reactor, 0.02, lambda: None)
+        return await dilated[0].dilator()
 
     listener = session.Listener(
         progress=progress,
         on_path=lambda what: print(f"path: {what or 'lost'}", flush=True))
     source = session.open_source(path)
+    dropping = defer.ensureDeferred(drop_once_acknowledged())
     try:
         await session.send(reactor, w, source, options, listener=listener)
         print("sent", flush=True)
+        if not dropping.called:
+            raise SystemExit(f"sent before {limit} bytes were acknowledged: nothing dropped")
         dilator = await dilated[0].dilator()
         print(f"generations {dilator.generation_count}", flush=True)
     finally:
+        dropping.cancel()
         source.close()
         await close_quietly(w)
         if manager is not None:
@@ -82,5 +99,6 @@ async def main(reactor: Any, url: str, code: str, path: str, drop_after: str) ->
 
 
 if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr)  # shown when the test fails
     install_asyncio_reactor()
     task.react(lambda reactor: defer.ensureDeferred(main(reactor, *sys.argv[1:])))

@@ -83,8 +83,8 @@ def test_durable_transfer_over_webrtc_across_a_dropped_l2(
         ice_loopback: None, hilltop: Callable[..., Peer], mailbox_url: str, fresh_code: str,
         tmp_path: Path) -> None:
     """``wormhole receive --transports webrtc`` follows a durable sender with only webrtc
-    loaded (integration/durable_sender.py); the sender aborts its L2 connection a third of
-    the way, the next generation negotiates a new data channel and carries the rest."""
+    loaded (integration/durable_sender.py); the sender aborts its L2 connection once the
+    receiver acknowledged a third, the next generation negotiates a new data channel and carries the rest."""
     src = random_file(tmp_path / "rtc.bin", DURABLE_SIZE)
     dest = tmp_path / "dest"
     dest.mkdir()
