@@ -84,6 +84,10 @@ class SubchannelStream(Delivery, TwistedProtocol):
         self._paused = False
         self._held: list[bytes] = []
         self._close_call: Any = None
+        self._close_wait: tuple[float, str] | None = None  # set once we sent our CLOSE
+        self.path_up = True
+        """Whether an L2 connection carries the subchannel (the channel tells): the peer's
+        CLOSE cannot come while none does."""
 
     # Twisted side
     def dataReceived(self, data: bytes) -> None:  # noqa: N802
@@ -134,11 +138,28 @@ class SubchannelStream(Delivery, TwistedProtocol):
 
     def _close(self, wait: float, why: str) -> None:
         """Send our CLOSE; the subchannel is gone when the peer's CLOSE comes back, or after
-        ``wait`` seconds (L3 has no half-close)."""
+        ``wait`` seconds with a path (L3 has no half-close). Without a path the wait stops
+        until one is back: our last records (a receiver's final ack) and CLOSE are still
+        owed to the peer, and the channel's grace bounds the time without one. Counted
+        from the close, a receiver that closed while the path was down left before the
+        next generation could carry its ack, and its sender failed after the grace
+        (integration/test_tor_network.py's durable test, 2 runs in 4)."""
         if self.transport is None or self._lost_reason is not None:
             return
         self.transport.loseConnection()
-        if self._close_call is None:
+        if self._close_wait is None:
+            self._close_wait = (wait, why)
+            self.path_changed(self.path_up)
+
+    def path_changed(self, up: bool) -> None:
+        """An L2 connection came (``up``) or went: the wait for the peer's CLOSE runs only
+        while one is there."""
+        self.path_up = up
+        if self._close_call is not None and self._close_call.active():
+            self._close_call.cancel()
+        self._close_call = None
+        if up and self._close_wait is not None and self._lost_reason is None:
+            wait, why = self._close_wait
             self._close_call = self._reactor.callLater(wait, self.give_up, why)
 
     def give_up(self, why: str) -> None:
@@ -171,9 +192,11 @@ class DilatedChannel(TransitConnection):
         dilator.path_watchers.append(self._path)
         stream.when_closed().addCallback(lambda _: self._forget())
         if not dilator.is_connected():
+            stream.path_changed(False)
             self._start_grace()
 
     def _path(self, description: str | None) -> None:
+        self._sub.path_changed(description is not None)
         if description is None:
             self._start_grace()
         else:

@@ -185,6 +185,39 @@ def test_close_does_not_wait_for_a_peer_that_never_answers() -> None:
     assert gone == [None]
 
 
+@pytest.mark.parametrize("closed_while", ["connected", "lost"])
+def test_a_close_waits_for_the_next_path_within_the_grace(closed_while: str) -> None:
+    """A receiver whose path broke as its final ack went out: the ack and our CLOSE are still
+    owed to the sender, so the close waits for the next generation (and CLOSE_WAIT more
+    with it) instead of ending after CLOSE_WAIT; the grace still bounds it."""
+    clock, dilator = task.Clock(), FakeDilator()
+    sender, _ = pair(clock, dilator)
+    gone: list[Any] = []
+    if closed_while == "lost":
+        dilator.path(None)
+        sender.close().addCallback(gone.append)
+    else:
+        sender.close().addCallback(gone.append)
+        clock.advance(CLOSE_WAIT / 2)
+        dilator.path(None)
+    clock.advance(CLOSE_WAIT * 2)
+    assert not gone, "gave up on the peer's CLOSE while no path could carry it"
+    dilator.path("relay tcp:127.0.0.1:4002")
+    clock.advance(CLOSE_WAIT - 0.1)
+    assert not gone
+    clock.advance(0.2)
+    assert gone == [None]
+    assert sender.lost_because is None
+
+    clock, dilator = task.Clock(), FakeDilator()
+    sender, _ = pair(clock, dilator)
+    dilator.path(None)
+    sender.close().addCallback(gone.append)
+    clock.advance(GRACE + 0.1)  # the path never came back: the grace ends the wait
+    assert gone == [None, None]
+    assert isinstance(sender.lost_because, ReconnectGraceExpired)
+
+
 def test_producer_registration_reaches_the_subchannel() -> None:
     """The subchannel's pressure check (4 MiB unacknowledged) pauses the data path's
     producer: registration must reach the subchannel transport."""
