@@ -138,12 +138,7 @@ class SubchannelStream(Delivery, TwistedProtocol):
 
     def _close(self, wait: float, why: str) -> None:
         """Send our CLOSE; the subchannel is gone when the peer's CLOSE comes back, or after
-        ``wait`` seconds with a path (L3 has no half-close). Without a path the wait stops
-        until one is back: our last records (a receiver's final ack) and CLOSE are still
-        owed to the peer, and the channel's grace bounds the time without one. Counted
-        from the close, a receiver that closed while the path was down left before the
-        next generation could carry its ack, and its sender failed after the grace
-        (integration/test_tor_network.py's durable test, 2 runs in 4)."""
+        ``wait`` seconds with a path (L3 has no half-close); see :meth:`path_changed`."""
         if self.transport is None or self._lost_reason is not None:
             return
         self.transport.loseConnection()
@@ -151,10 +146,17 @@ class SubchannelStream(Delivery, TwistedProtocol):
             self._close_wait = (wait, why)
             self.path_changed(self.path_up)
 
-    def path_changed(self, up: bool) -> None:
-        """An L2 connection came (``up``) or went: the wait for the peer's CLOSE runs only
-        while one is there."""
+    def path_changed(self, up: bool, owed: bool = True) -> None:
+        """An L2 connection came (``up``) or went. Gone while the peer has not acknowledged
+        all we sent (``owed``: a receiver's final ack, our CLOSE), the wait for its CLOSE
+        stops until a path is back, and the channel's grace bounds the time without one:
+        counted on, a receiver that closed as its path broke left before the next
+        generation could carry its ack, and its sender failed after the grace
+        (integration/test_tor_network.py's durable test, 2 runs in 4). Gone with nothing
+        owed, the wait runs on: a peer that has our CLOSE may have ended for good."""
         self.path_up = up
+        if not up and not owed:
+            return
         if self._close_call is not None and self._close_call.active():
             self._close_call.cancel()
         self._close_call = None
@@ -196,7 +198,8 @@ class DilatedChannel(TransitConnection):
             self._start_grace()
 
     def _path(self, description: str | None) -> None:
-        self._sub.path_changed(description is not None)
+        l3 = self._dilator.l3
+        self._sub.path_changed(description is not None, l3 is None or l3.owes_acks)
         if description is None:
             self._start_grace()
         else:

@@ -60,11 +60,16 @@ class Pipe:
         self.paused = False
 
 
+class FakeL3:
+    owes_acks = True  # a record of ours waits for the peer's ACK
+
+
 class FakeDilator:
     def __init__(self) -> None:
         self.path_watchers: list[Any] = []
         self.description = "relay tcp:127.0.0.1:4001"
         self.connected = True
+        self.l3 = FakeL3()
 
     def is_connected(self) -> bool:
         return self.connected
@@ -216,6 +221,20 @@ def test_a_close_waits_for_the_next_path_within_the_grace(closed_while: str) -> 
     clock.advance(GRACE + 0.1)  # the path never came back: the grace ends the wait
     assert gone == [None, None]
     assert isinstance(sender.lost_because, ReconnectGraceExpired)
+
+
+def test_a_close_with_nothing_owed_does_not_wait_for_a_path() -> None:
+    """The peer acknowledged our last records and CLOSE, then the path went (the peer has
+    what it needs and may have ended for good): CLOSE_WAIT runs on, not the grace."""
+    clock, dilator = task.Clock(), FakeDilator()
+    sender, _ = pair(clock, dilator)
+    gone: list[Any] = []
+    sender.close().addCallback(gone.append)
+    clock.advance(1)
+    dilator.l3.owes_acks = False
+    dilator.path(None)
+    clock.advance(CLOSE_WAIT - 1 + 0.1)
+    assert gone == [None]
 
 
 def test_producer_registration_reaches_the_subchannel() -> None:
