@@ -85,6 +85,7 @@ class SubchannelStream(Delivery, TwistedProtocol):
         self._held: list[bytes] = []
         self._close_call: Any = None
         self._close_wait: tuple[float, str] | None = None  # set once we sent our CLOSE
+        self._carried = False  # a new path came after our CLOSE (L3 sent it again on it)
         self.path_up = True
         """Whether an L2 connection carries the subchannel (the channel tells): the peer's
         CLOSE cannot come while none does."""
@@ -144,19 +145,26 @@ class SubchannelStream(Delivery, TwistedProtocol):
         self.transport.loseConnection()
         if self._close_wait is None:
             self._close_wait = (wait, why)
-            self.path_changed(self.path_up)
+            self._arm_close(self.path_up)
 
     def path_changed(self, up: bool, owed: bool = True) -> None:
         """An L2 connection came (``up``) or went. Gone while the peer has not acknowledged
-        all we sent (``owed``: a receiver's final ack, our CLOSE), the wait for its CLOSE
-        stops until a path is back, and the channel's grace bounds the time without one:
-        counted on, a receiver that closed as its path broke left before the next
-        generation could carry its ack, and its sender failed after the grace
-        (integration/test_tor_network.py's durable test, 2 runs in 4). Gone with nothing
-        owed, the wait runs on: a peer that has our CLOSE may have ended for good."""
+        all we sent (``owed``: a receiver's final ack, our CLOSE) and no new path came
+        since our CLOSE, the wait for the peer's CLOSE stops until a path is back, and the
+        channel's grace bounds the time without one: counted on, a receiver that closed as
+        its path broke left before the next generation could carry its ack, and its sender
+        failed after the grace (integration/test_tor_network.py's durable test, 2 runs in
+        4). Otherwise the wait runs on: a peer that had a path to take our CLOSE may have
+        ended for good (its last ACKs lost with its connection), and waiting the grace for
+        it kept a receiver that had succeeded 2 minutes."""
         self.path_up = up
-        if not up and not owed:
-            return
+        if self._close_wait is not None and up:
+            self._carried = True
+        if up or (owed and not self._carried):
+            self._arm_close(up)
+
+    def _arm_close(self, up: bool) -> None:
+        """The wait for the peer's CLOSE starts again with a path, stops without one."""
         if self._close_call is not None and self._close_call.active():
             self._close_call.cancel()
         self._close_call = None

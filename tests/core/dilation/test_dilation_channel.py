@@ -223,6 +223,22 @@ def test_a_close_waits_for_the_next_path_within_the_grace(closed_while: str) -> 
     assert isinstance(sender.lost_because, ReconnectGraceExpired)
 
 
+def test_a_close_waits_for_one_new_path_not_for_ever() -> None:
+    """Once a new generation came after our CLOSE (L3 sent our records again on it), a
+    later loss does not pause the wait: the peer, its ACKs lost as it ended, may be gone."""
+    clock, dilator = task.Clock(), FakeDilator()
+    sender, _ = pair(clock, dilator)
+    gone: list[Any] = []
+    dilator.path(None)
+    sender.close().addCallback(gone.append)
+    dilator.path("relay tcp:127.0.0.1:4002")
+    clock.advance(1)
+    dilator.path(None)  # owes_acks still True: the peer's ACKs never came
+    clock.advance(CLOSE_WAIT - 1 + 0.1)
+    assert gone == [None]
+    assert sender.lost_because is None
+
+
 def test_a_close_with_nothing_owed_does_not_wait_for_a_path() -> None:
     """The peer acknowledged our last records and CLOSE, then the path went (the peer has
     what it needs and may have ended for good): CLOSE_WAIT runs on, not the grace."""
