@@ -99,6 +99,7 @@ async def main(reactor: Any, url: str, code: str, path: str, drop_after: str) ->
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr)  # shown when the test fails
+    # on stderr, which the test shows when it fails: each step with its milliseconds
+    logging.basicConfig(level=logging.INFO, format="%(relativeCreated)d %(name)s %(message)s")
     install_asyncio_reactor()
     task.react(lambda reactor: defer.ensureDeferred(main(reactor, *sys.argv[1:])))
