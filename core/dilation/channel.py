@@ -85,7 +85,7 @@ class SubchannelStream(Delivery, TwistedProtocol):
         self._held: list[bytes] = []
         self._close_call: Any = None
         self._close_wait: tuple[float, str] | None = None  # set once we sent our CLOSE
-        self._carried = False  # a new path came after our CLOSE (L3 sent it again on it)
+        self._carried = False  # no path is waited for: a new one came after our CLOSE, or abort
         self.path_up = True
         """Whether an L2 connection carries the subchannel (the channel tells): the peer's
         CLOSE cannot come while none does."""
@@ -135,6 +135,8 @@ class SubchannelStream(Delivery, TwistedProtocol):
         self._close(CLOSE_WAIT, "closed")
 
     def abort(self) -> None:
+        # a failed or interrupted transfer owes the peer nothing: no path is waited for
+        self._carried = True
         self._close(ABORT_WAIT, "aborted")
 
     def _close(self, wait: float, why: str) -> None:
@@ -145,7 +147,7 @@ class SubchannelStream(Delivery, TwistedProtocol):
         self.transport.loseConnection()
         if self._close_wait is None:
             self._close_wait = (wait, why)
-            self._arm_close(self.path_up)
+            self._arm_close(self.path_up or self._carried)
 
     def path_changed(self, up: bool, owed: bool = True) -> None:
         """An L2 connection came (``up``) or went. Gone while the peer has not acknowledged

@@ -286,3 +286,9 @@ def test_abort_keeps_the_subchannel_until_the_peer_closes_too() -> None:
     late.abort()
     clock.advance(ABORT_WAIT + 0.1)  # a peer that never answers is not waited for long
     assert gone == [None, None]
+    clock, dilator = task.Clock(), FakeDilator()
+    sender, _ = pair(clock, dilator)
+    dilator.path(None)
+    sender.abort().addCallback(gone.append)  # Ctrl-C during a reconnect: no path waited for
+    clock.advance(ABORT_WAIT + 0.1)
+    assert gone == [None, None, None]
