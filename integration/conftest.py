@@ -421,6 +421,17 @@ def hilltop(peers: Peers) -> Callable[..., Peer]:
     return peers.hilltop
 
 
+@pytest.fixture
+def busy_loop() -> Iterator[None]:
+    """A process spinning on one core beside the test: the load under which races show."""
+    loop = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        loop.kill()
+        loop.wait(10)
+
+
 _nameplates = itertools.count(10000)
 """Far above what the server allocates: it hands out the shortest free nameplates (1-9, then
 10-99, ...), so a fixed code in the low range could land in the mailbox of an allocated code

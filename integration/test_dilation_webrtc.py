@@ -14,10 +14,17 @@ import hashlib
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from test_dilation import finish, line, start
+from transferkit import digest, random_file
+
+if TYPE_CHECKING:
+    from conftest import Peer
 
 pytest.importorskip("aiortc")
 
@@ -51,12 +58,23 @@ def connections(out: str) -> list[str]:
             if ln.startswith("dilation: connected: ")]
 
 
+@pytest.mark.parametrize("order", ["listener first", "opener first, busy loop"])
 def test_webrtc_l2_both_ways_across_a_reconnect(ice_loopback: None, mailbox_url: str,
-                                                 fresh_code: str) -> None:
-    listener = start(sys.executable, "dilation_peer.py", mailbox_url, fresh_code, "listen",
+                                                 fresh_code: str, order: str,
+                                                 request: pytest.FixtureRequest) -> None:
+    """Both start orders; the second beside a busy loop (the load under which a race of
+    the generation's signalling and its data channel shows). ~13 s each."""
+    if "busy" in order:
+        request.getfixturevalue("busy_loop")
+
+    def listen() -> subprocess.Popen[str]:
+        return start(sys.executable, "dilation_peer.py", mailbox_url, fresh_code, "listen",
                      env=ONLY_WEBRTC)
+
+    listener = listen() if order == "listener first" else None
     opener = start(sys.executable, "dilation_peer.py", mailbox_url, fresh_code, "open",
                    str(SIZE), env={**ONLY_WEBRTC, "HILLTOP_DROP_AFTER": str(SIZE // 3)})
+    listener = listener or listen()
     opened = finish(opener)
     served = finish(listener)
     assert "dropping the L2 connection" in opened
@@ -68,3 +86,40 @@ def test_webrtc_l2_both_ways_across_a_reconnect(ice_loopback: None, mailbox_url:
     echoed = line(opened, "echoed ").split()
     assert echoed[1:] == [str(SIZE), payload_sha256(SIZE)]
     assert line(served, "served ").split()[1:] == echoed[1:]
+
+
+DURABLE_SIZE = 2_000_000
+
+
+@pytest.mark.parametrize("order", ["receiver first", "sender first, busy loop"])
+def test_durable_transfer_over_webrtc_across_a_dropped_l2(
+        ice_loopback: None, hilltop: Callable[..., Peer], mailbox_url: str, fresh_code: str,
+        tmp_path: Path, request: pytest.FixtureRequest, order: str) -> None:
+    """``wormhole receive --transports webrtc`` follows a durable sender with only webrtc
+    loaded (integration/durable_sender.py); the sender aborts its L2 connection once the
+    receiver acknowledged a third, the next generation negotiates a new data channel and
+    carries the rest. Both start orders; the second beside a busy loop. ~14 s each."""
+    if "busy" in order:
+        request.getfixturevalue("busy_loop")
+    src = random_file(tmp_path / "rtc.bin", DURABLE_SIZE)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+
+    def receive() -> Peer:
+        return hilltop("receive", "--transports", "webrtc", "--accept-file", fresh_code,
+                       cwd=dest)
+
+    receiver = None
+    if order == "receiver first":
+        receiver = receive()
+        time.sleep(1)  # its claim reaches the mailbox before the sender starts
+    sender = start(sys.executable, "durable_sender.py", mailbox_url, fresh_code, str(src),
+                   str(DURABLE_SIZE // 3), env=ONLY_WEBRTC)
+    got = (receiver or receive()).finish(120)
+    sent = finish(sender, 30)
+    assert got.returncode == 0, got.describe() + sent
+    assert "dropping the L2 connection" in sent, sent
+    assert line(sent, "generations ") == "generations 2", sent
+    assert "reconnecting..." in got.stderr, got.describe()
+    assert line(sent, "path: ").startswith("path: webrtc "), sent  # the new path: a channel
+    assert digest(dest / src.name) == digest(src)

@@ -105,6 +105,40 @@ def test_relay_killed_and_restarted_mid_transfer(hilltop: Callable[..., Peer], r
     assert crossed > missing * 0.9, (crossed, missing)  # the rest crossed the new connection
 
 
+SMALL_SIZE = 12 * 1000 * 1000
+SMALL_RATE = 3 * 1000 * 1000
+"""The orders' variant: 12 MB at 3 MB/s through the proxy, ~4 s, so "a third" is reliable
+beside a busy loop."""
+
+
+def test_receiver_first_under_load_survives_a_relay_restart(
+        hilltop: Callable[..., Peer], relay: Relay, tmp_path: Path, busy_loop: None,
+        fresh_code: str) -> None:
+    """The order a user produces as often as the other: the receiver types the code before
+    the sender runs (``send --code``), with a busy loop beside both; the relay is killed at a
+    third and back 2 s later, and the same two commands finish with the file intact."""
+    relay.proxy.rate = SMALL_RATE
+    src = random_file(tmp_path / "first.bin", SMALL_SIZE)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    r = hilltop("receive", "--no-listen", "--accept-file", fresh_code,
+                transit_helper=relay.proxy.hint, cwd=dest)
+    time.sleep(1)  # the receiver's claim reaches the mailbox first
+    assert r.poll() is None, r.finish(5).describe()
+    s = hilltop("send", "--no-listen", "--durable", "--code", fresh_code, str(src),
+                transit_helper=relay.proxy.hint)
+    wait_until_partial(dest, src.name, SMALL_SIZE // 3, s, r, timeout=TIMEOUT)
+    relay.server.kill()
+    time.sleep(2)
+    relay.server.restart()
+    received, sent = r.finish(TIMEOUT), s.finish(TIMEOUT)
+    for result in (sent, received):
+        assert result.returncode == 0, result.describe()
+        assert "Traceback" not in result.stderr, result.describe()
+    assert "reconnecting..." in received.stderr, received.describe()
+    assert digest(dest / src.name) == digest(src)
+
+
 @pytest.mark.parametrize("lost", ["relay", "sender"])
 def test_grace_expires_with_one_clear_line(hilltop: Callable[..., Peer], relay: Relay,
                                            tmp_path: Path, lost: str) -> None:

@@ -95,17 +95,6 @@ def lab(tmp_path: Path) -> Iterator[LanLab]:
         lab.down()
 
 
-@pytest.fixture
-def busy_loop() -> Iterator[None]:
-    """A process spinning on one core beside the test: the load under which races show."""
-    loop = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        yield
-    finally:
-        loop.kill()
-        loop.wait(10)
-
-
 def start_watcher(lab: LanLab) -> Proc:
     watcher = lab.run("d", "watch", [sys.executable, str(HERE / "mdns_watch.py"), "120"])
     watcher.wait_for("watching")

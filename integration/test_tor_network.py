@@ -446,3 +446,40 @@ def test_dilated_channel_over_onion(tor_world: TorWorld, fresh_code: str) -> Non
     echoed = line(opened, "echoed ").split()
     assert echoed[1] == str(size)
     assert line(served, "served ").split()[1:] == echoed[1:]
+
+
+def test_durable_transfer_over_onion_across_a_dropped_l2(peers, tor_world: TorWorld,
+                                                         fresh_code: str,
+                                                         tmp_path: Path) -> None:
+    """``wormhole receive --tor-control-port`` follows a durable sender under Tor
+    (integration/durable_sender.py); no relay to dial, so an onion service carries every L2
+    connection. The sender aborts its L2 connection once the receiver acknowledged a third;
+    the next generation is a new onion connection and the file arrives whole (or Tor
+    delivered it all and only the receiver's final ack went with the path: the receiver's
+    close waits for the next generation to carry it). 17-21 s beside the shared network."""
+    sys.path.insert(0, str(HERE.resolve()))
+    from test_dilation import finish, line, start
+
+    w = tor_world
+    data = _payload(tmp_path / "durable.bin", 300_000)
+    out = tmp_path / "got"
+    out.mkdir()
+    code = fresh_code
+    receiver = _hilltop(peers, w, "receive", "--tor-control-port", w.receiver.control_endpoint,
+                        "--debug-state", "race,l2,manager", "--accept-file", code, cwd=out,
+                        helper=NO_RELAY)
+    sender = start(sys.executable, "durable_sender.py", w.relay_url, code,
+                   str(tmp_path / "durable.bin"), str(len(data) // 3),
+                   env={"HILLTOP_TOR_CONTROL": w.sender.control_endpoint})
+    got = receiver.finish(150)
+    try:
+        sent = finish(sender, 30)
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{got.describe()}") from None
+    assert got.returncode == 0, got.describe() + sent
+    assert "dropping the L2 connection" in sent, sent
+    assert line(sent, "generations ") == "generations 2", sent
+    assert "reconnecting..." in got.stderr, got.describe() + sent
+    for path in (ln for ln in sent.splitlines() if ln.startswith("dilation: connected: ")):
+        assert "tor " in path and "tor-relay" not in path, sent
+    assert (out / "durable.bin").read_bytes() == data

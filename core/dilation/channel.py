@@ -84,6 +84,11 @@ class SubchannelStream(Delivery, TwistedProtocol):
         self._paused = False
         self._held: list[bytes] = []
         self._close_call: Any = None
+        self._close_wait: tuple[float, str] | None = None  # set once we sent our CLOSE
+        self._carried = False  # no path is waited for: a new one came after our CLOSE, or abort
+        self.path_up = True
+        """Whether an L2 connection carries the subchannel (the channel tells): the peer's
+        CLOSE cannot come while none does."""
 
     # Twisted side
     def dataReceived(self, data: bytes) -> None:  # noqa: N802
@@ -130,15 +135,43 @@ class SubchannelStream(Delivery, TwistedProtocol):
         self._close(CLOSE_WAIT, "closed")
 
     def abort(self) -> None:
+        # a failed or interrupted transfer owes the peer nothing: no path is waited for
+        self._carried = True
         self._close(ABORT_WAIT, "aborted")
 
     def _close(self, wait: float, why: str) -> None:
         """Send our CLOSE; the subchannel is gone when the peer's CLOSE comes back, or after
-        ``wait`` seconds (L3 has no half-close)."""
+        ``wait`` seconds with a path (L3 has no half-close); see :meth:`path_changed`."""
         if self.transport is None or self._lost_reason is not None:
             return
         self.transport.loseConnection()
-        if self._close_call is None:
+        if self._close_wait is None:
+            self._close_wait = (wait, why)
+            self._arm_close(self.path_up or self._carried)
+
+    def path_changed(self, up: bool, owed: bool = True) -> None:
+        """An L2 connection came (``up``) or went. Gone while the peer has not acknowledged
+        all we sent (``owed``: a receiver's final ack, our CLOSE) and no new path came
+        since our CLOSE, the wait for the peer's CLOSE stops until a path is back, and the
+        channel's grace bounds the time without one: counted on, a receiver that closed as
+        its path broke left before the next generation could carry its ack, and its sender
+        failed after the grace (integration/test_tor_network.py's durable test, 2 runs in
+        4). Otherwise the wait runs on: a peer that had a path to take our CLOSE may have
+        ended for good (its last ACKs lost with its connection), and waiting the grace for
+        it kept a receiver that had succeeded 2 minutes."""
+        self.path_up = up
+        if self._close_wait is not None and up:
+            self._carried = True
+        if up or (owed and not self._carried):
+            self._arm_close(up)
+
+    def _arm_close(self, up: bool) -> None:
+        """The wait for the peer's CLOSE starts again with a path, stops without one."""
+        if self._close_call is not None and self._close_call.active():
+            self._close_call.cancel()
+        self._close_call = None
+        if up and self._close_wait is not None and self._lost_reason is None:
+            wait, why = self._close_wait
             self._close_call = self._reactor.callLater(wait, self.give_up, why)
 
     def give_up(self, why: str) -> None:
@@ -171,9 +204,12 @@ class DilatedChannel(TransitConnection):
         dilator.path_watchers.append(self._path)
         stream.when_closed().addCallback(lambda _: self._forget())
         if not dilator.is_connected():
+            stream.path_changed(False)
             self._start_grace()
 
     def _path(self, description: str | None) -> None:
+        l3 = self._dilator.l3
+        self._sub.path_changed(description is not None, l3 is None or l3.owes_acks)
         if description is None:
             self._start_grace()
         else:

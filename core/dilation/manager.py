@@ -120,6 +120,11 @@ class L3:
         return self._subs.get(scid) is Sub.OPEN
 
     @property
+    def owes_acks(self) -> bool:
+        """Whether a record we sent (OPEN, DATA, CLOSE) waits for the peer's ACK."""
+        return bool(self._unacked)
+
+    @property
     def reading_paused(self) -> bool:
         """Whether the L2 connection must not be read now (a subchannel's consumer is full).
         Also true of a new connection, before its first byte, while the pause lasts."""

@@ -78,8 +78,8 @@ class TransitOptions:
     durable: bool | None = None  # True: send over Dilation where both can; False: never
 
     def may_be_durable(self) -> bool:
-        """This run allows a durable transfer (not ``--no-durable``) and its transports can
-        carry Dilation: not under ``--tor`` (a transfer's L2 over Tor is untested) nor when
-        ``--transports`` names webrtc (a transfer's L2 races without it)."""
-        webrtc = self.transports is not None and "webrtc" in self.transports
-        return self.durable is not False and not self.tor and not webrtc
+        """This run allows a durable transfer (not ``--no-durable``). Every transport can
+        carry it, ``--tor`` and ``webrtc`` too: Dilation's L2 races them as transit does
+        (integration/test_tor_network.py and test_dilation_webrtc.py run a durable transfer
+        across a forced reconnect over each)."""
+        return self.durable is not False

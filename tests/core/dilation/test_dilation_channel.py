@@ -60,11 +60,16 @@ class Pipe:
         self.paused = False
 
 
+class FakeL3:
+    owes_acks = True  # a record of ours waits for the peer's ACK
+
+
 class FakeDilator:
     def __init__(self) -> None:
         self.path_watchers: list[Any] = []
         self.description = "relay tcp:127.0.0.1:4001"
         self.connected = True
+        self.l3 = FakeL3()
 
     def is_connected(self) -> bool:
         return self.connected
@@ -185,6 +190,69 @@ def test_close_does_not_wait_for_a_peer_that_never_answers() -> None:
     assert gone == [None]
 
 
+@pytest.mark.parametrize("closed_while", ["connected", "lost"])
+def test_a_close_waits_for_the_next_path_within_the_grace(closed_while: str) -> None:
+    """A receiver whose path broke as its final ack went out: the ack and our CLOSE are still
+    owed to the sender, so the close waits for the next generation (and CLOSE_WAIT more
+    with it) instead of ending after CLOSE_WAIT; the grace still bounds it."""
+    clock, dilator = task.Clock(), FakeDilator()
+    sender, _ = pair(clock, dilator)
+    gone: list[Any] = []
+    if closed_while == "lost":
+        dilator.path(None)
+        sender.close().addCallback(gone.append)
+    else:
+        sender.close().addCallback(gone.append)
+        clock.advance(CLOSE_WAIT / 2)
+        dilator.path(None)
+    clock.advance(CLOSE_WAIT * 2)
+    assert not gone, "gave up on the peer's CLOSE while no path could carry it"
+    dilator.path("relay tcp:127.0.0.1:4002")
+    clock.advance(CLOSE_WAIT - 0.1)
+    assert not gone
+    clock.advance(0.2)
+    assert gone == [None]
+    assert sender.lost_because is None
+
+    clock, dilator = task.Clock(), FakeDilator()
+    sender, _ = pair(clock, dilator)
+    dilator.path(None)
+    sender.close().addCallback(gone.append)
+    clock.advance(GRACE + 0.1)  # the path never came back: the grace ends the wait
+    assert gone == [None, None]
+    assert isinstance(sender.lost_because, ReconnectGraceExpired)
+
+
+def test_a_close_waits_for_one_new_path_not_for_ever() -> None:
+    """Once a new generation came after our CLOSE (L3 sent our records again on it), a
+    later loss does not pause the wait: the peer, its ACKs lost as it ended, may be gone."""
+    clock, dilator = task.Clock(), FakeDilator()
+    sender, _ = pair(clock, dilator)
+    gone: list[Any] = []
+    dilator.path(None)
+    sender.close().addCallback(gone.append)
+    dilator.path("relay tcp:127.0.0.1:4002")
+    clock.advance(1)
+    dilator.path(None)  # owes_acks still True: the peer's ACKs never came
+    clock.advance(CLOSE_WAIT - 1 + 0.1)
+    assert gone == [None]
+    assert sender.lost_because is None
+
+
+def test_a_close_with_nothing_owed_does_not_wait_for_a_path() -> None:
+    """The peer acknowledged our last records and CLOSE, then the path went (the peer has
+    what it needs and may have ended for good): CLOSE_WAIT runs on, not the grace."""
+    clock, dilator = task.Clock(), FakeDilator()
+    sender, _ = pair(clock, dilator)
+    gone: list[Any] = []
+    sender.close().addCallback(gone.append)
+    clock.advance(1)
+    dilator.l3.owes_acks = False
+    dilator.path(None)
+    clock.advance(CLOSE_WAIT - 1 + 0.1)
+    assert gone == [None]
+
+
 def test_producer_registration_reaches_the_subchannel() -> None:
     """The subchannel's pressure check (8 MiB unacknowledged) pauses the data path's
     producer: registration must reach the subchannel transport."""
@@ -218,3 +286,9 @@ def test_abort_keeps_the_subchannel_until_the_peer_closes_too() -> None:
     late.abort()
     clock.advance(ABORT_WAIT + 0.1)  # a peer that never answers is not waited for long
     assert gone == [None, None]
+    clock, dilator = task.Clock(), FakeDilator()
+    sender, _ = pair(clock, dilator)
+    dilator.path(None)
+    sender.abort().addCallback(gone.append)  # Ctrl-C during a reconnect: no path waited for
+    clock.advance(ABORT_WAIT + 0.1)
+    assert gone == [None, None, None]

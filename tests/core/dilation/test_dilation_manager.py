@@ -48,6 +48,28 @@ def test_open_write_close_both_ways() -> None:
     assert b.open("other") == 2  # the follower's ids are even
 
 
+def test_a_close_is_owed_until_the_peer_acknowledges_it() -> None:
+    """A subchannel's close waits for a path only while this is true (DilatedChannel)."""
+    a, b = m.L3(True), m.L3(False)
+    a.connection_made(0)
+    b.connection_made(0)
+    scid = a.open("echo")
+    settle(a, b)
+    assert not a.owes_acks
+    a.write(scid, b"the final ack")
+    a.close(scid)
+    assert a.owes_acks
+    carry(a, b, lose=True)
+    a.connection_lost()
+    assert a.owes_acks  # lost with the path: still owed
+    a.connection_made(1)
+    b.connection_lost()
+    b.connection_made(1)
+    carry(a, b)
+    carry(b, a)  # the peer's ACKs (and its CLOSE) come back
+    assert not a.owes_acks
+
+
 def test_records_lost_with_the_connection_are_resent_once() -> None:
     a, b = m.L3(True), m.L3(False)
     a.connection_made(0)

@@ -1,0 +1,105 @@
+"""A durable sender (``send --durable``) on the library API that drops its L2 connection once,
+mid-transfer: the counterpart of ``wormhole receive`` in the durable tests over Tor and WebRTC.
+
+    python durable_sender.py MAILBOX_URL CODE PATH DROP_AFTER
+
+It sends ``PATH`` with ``TransitOptions(durable=True)`` and, once the receiver acknowledged
+``DROP_AFTER`` bytes, aborts the L2 connection of the transfer's Dilation (as
+integration/dilation_peer.py's ``HILLTOP_DROP_AFTER`` does), so the next generation must carry
+the rest. ``HILLTOP_TRANSPORTS=a,b`` races only those transports; ``HILLTOP_TOR_CONTROL=ENDPOINT``
+puts the mailbox and every L2 connection through that Tor (as ``--tor-control-port``). Prints
+``dropping the L2 connection at N``, each ``path: WHAT`` (``path: lost`` when it broke), and at
+the end ``sent`` and ``generations G``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any
+
+from twisted.internet import defer, task
+
+from hilltop import TransitOptions, install_asyncio_reactor
+
+
+async def main(reactor: Any, url: str, code: str, path: str, drop_after: str) -> None:
+    from hilltop.api import Wormhole
+    from hilltop.cli.send import close_quietly
+    from hilltop.rendezvous.capabilities import default_advertisement
+    from hilltop.transfer import session
+
+    only = os.environ.get("HILLTOP_TRANSPORTS")
+    options = TransitOptions(transports=only.split(",") if only else None, durable=True,
+                             reconnect_grace=60.0)
+    extra: dict[str, Any] = {}
+    manager: Any = None
+    if os.environ.get("HILLTOP_TOR_CONTROL"):
+        from hilltop.cli.tor import start_tor
+        from hilltop.tor.settings import TorSettings
+
+        manager, options = await start_tor(
+            reactor, TorSettings(control_port=os.environ["HILLTOP_TOR_CONTROL"]), options)
+        extra["endpoint_factory"] = manager.endpoint_factory
+    from hilltop import __version__
+
+    w = Wormhole(relay_url=url, reactor=reactor, dilation=True,
+                 app_versions=default_advertisement(__version__, options.transports), **extra)
+    w.set_code(code)
+    dilated: list[Any] = []
+    dilate = w.dilate
+
+    def keep(**kwargs: Any) -> Any:  # the session dilates; keep its handle to drop L2 once
+        dilated.append(dilate(**kwargs))
+        defer.ensureDeferred(dilated[-1].dilator()).addCallback(lambda d: setattr(
+            d, "on_status", lambda text: print(f"dilation: {text}", flush=True)))
+        return dilated[-1]
+
+    w.dilate = keep  # type: ignore[method-assign]
+    handed = [0]
+    limit = int(drop_after)
+
+    def progress(n: int) -> None:
+        handed[0] += n
+
+    async def drop_once_acknowledged() -> None:
+        # bytes the peer acknowledged (handed over, no longer waiting in L3): counting only
+        # what was handed, the drop could come before the receiver even had the subchannel
+        dilator = await dilated_soon()
+        while dilator.l3 is None or handed[0] - dilator.l3.unacked_bytes < limit:
+            await task.deferLater(reactor, 0.02, lambda: None)
+        print(f"dropping the L2 connection at {handed[0] - dilator.l3.unacked_bytes} "
+              "acknowledged", flush=True)
+        dilator.drop_connection()
+
+    async def dilated_soon() -> Any:
+        while not dilated:
+            await task.deferLater(reactor, 0.02, lambda: None)
+        return await dilated[0].dilator()
+
+    listener = session.Listener(
+        progress=progress,
+        on_path=lambda what: print(f"path: {what or 'lost'}", flush=True))
+    source = session.open_source(path)
+    dropping = defer.ensureDeferred(drop_once_acknowledged())
+    try:
+        await session.send(reactor, w, source, options, listener=listener)
+        print("sent", flush=True)
+        if not dropping.called:
+            raise SystemExit(f"sent before {limit} bytes were acknowledged: nothing dropped")
+        dilator = await dilated[0].dilator()
+        print(f"generations {dilator.generation_count}", flush=True)
+    finally:
+        dropping.cancel()
+        source.close()
+        await close_quietly(w)
+        if manager is not None:
+            await manager.close()
+
+
+if __name__ == "__main__":
+    # on stderr, which the test shows when it fails: each step with its milliseconds
+    logging.basicConfig(level=logging.INFO, format="%(relativeCreated)d %(name)s %(message)s")
+    install_asyncio_reactor()
+    task.react(lambda reactor: defer.ensureDeferred(main(reactor, *sys.argv[1:])))
