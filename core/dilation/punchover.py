@@ -3,9 +3,12 @@
 The leader asks through a hilltop side channel (``takeover``; official peers are never asked:
 :func:`punchover_for` needs a hilltop peer), and both sides dial each other's ``tcp-punch-v1``
 hint of the current generation from their punch port, as the ``tcp-punch`` transport does in a
-race (:func:`hilltop.transports.punch.punch_dial`). A punch that connects is aborted at once
-(a reset leaves no TIME_WAIT on the port the next race punches from again) and counts as an
-answer.
+race (:func:`hilltop.transports.punch.punch_dial`). The leader aborts a punch that connected at
+once (a reset leaves no TIME_WAIT on the port the next race punches from again) and counts it
+as an answer. The follower *holds* its end until the leader's reset (or the deadline): both
+ends of a simultaneous open see the connection at about the same moment, and a follower that
+reset it first turned the leader's half-finished connect into a failure (seen in the NAT lab:
+the follower connected, the leader's probe failed).
 """
 
 from __future__ import annotations
@@ -54,15 +57,21 @@ class Punchover:
 
         wait()
 
-    def dial(self, hint: Any, timeout: float) -> defer.Deferred[bool]:
-        """Punch towards ``hint`` for up to ``timeout`` seconds: True if it connected."""
+    def dial(self, hint: Any, timeout: float, hold: bool = False) -> defer.Deferred[bool]:
+        """Punch towards ``hint`` for up to ``timeout`` seconds: True if it connected. With
+        ``hold`` (the follower) a connection stays until the peer drops it or ``timeout``."""
         from hilltop.transports.punch import punch_dial
 
         dialling = defer.ensureDeferred(punch_dial(self._reactor, hint, self._origin, timeout))
         result: defer.Deferred[bool] = defer.Deferred(lambda _d: dialling.cancel())
 
         def connected(stream: Any) -> None:
-            stream.abort()
+            if hold:
+                later = self._reactor.callLater(timeout, stream.abort)
+                stream.when_closed().addBoth(lambda _: later.cancel() if later.active()
+                                             else None)
+            else:
+                stream.abort()
             if not result.called:
                 result.callback(True)
 

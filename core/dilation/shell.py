@@ -363,7 +363,7 @@ class Dilator:
                 case tk.Punch():
                     hint = self._peer_punch_hint()
                     assert hint is not None and self._punchover is not None
-                    self._watch_probe(self._punchover.dial(hint, tk.PUNCH_TIMEOUT))
+                    self._watch_probe(self._punchover.dial(hint, tk.PUNCH_TIMEOUT, hold=True))
                 case tk.CancelProbe():
                     self._cancel_probe()
                 case tk.Switch():

@@ -381,7 +381,7 @@ class FakePunchover:
     def ask(self, generation: int) -> None:
         self.asked.append(generation)
 
-    def dial(self, hint: Any, timeout: float) -> defer.Deferred[bool]:
+    def dial(self, hint: Any, timeout: float, hold: bool = False) -> defer.Deferred[bool]:
         self.dials.append((hint.hostname, hint.port))
         return defer.succeed(self.answers.pop(0))
 
