@@ -226,6 +226,7 @@ class Wormhole:
     async def _start_dilation(self, transit: TransitOptions | None,
                               ping_interval: float) -> Any:
         from hilltop.dilation import wire as dilation_wire
+        from hilltop.dilation.punchover import punchover_for
         from hilltop.dilation.shell import Dilator, direct_prober, runner_factory
         from hilltop.transit.options import TransitOptions
 
@@ -238,7 +239,8 @@ class Wormhole:
         dilator = Dilator(self._reactor, lambda data: self._input(
             lambda: self._engine.send_dilate(data)), self._shared_key(), version,
             runner_factory(self._reactor, self, options),
-            ping_interval=ping_interval, prober=direct_prober(self._reactor, options))
+            ping_interval=ping_interval, prober=direct_prober(self._reactor, options),
+            punchover=punchover_for(self._reactor, self, options, await self._versions.when()))
         self._dilator = dilator
         inbox, self._dilate_inbox = self._dilate_inbox, []
         for data in inbox:

@@ -106,6 +106,26 @@ async def ask_stun(reactor: Any, server: Endpoint, origin: Endpoint) -> Endpoint
     return found
 
 
+async def punch_dial(reactor: Any, hint: tcp_punch_v1.Hint, origin: Endpoint,
+                     window: float) -> TCPStream:
+    """Dial ``hint`` from ``origin`` until it connects or ``window`` seconds passed, again
+    after each refusal (the peer's host refuses us until its own dial opened its NAT). Also
+    the Dilation takeover's punch probe (:mod:`hilltop.dilation.punchover`)."""
+    description = f"{NAME} {hint}"
+    factory = Factory.forProtocol(lambda: TCPStream(description))
+    give_up = reactor.seconds() + window
+    while True:
+        left = give_up - reactor.seconds()
+        endpoint = _endpoint(reactor, hint.hostname, hint.port, max(left, 1.0), origin)
+        try:
+            stream: TCPStream = await endpoint.connect(factory)
+            return stream
+        except error.ConnectionRefusedError:
+            if reactor.seconds() + REDIAL_PAUSE >= give_up:
+                raise
+        await deferLater(reactor, REDIAL_PAUSE)
+
+
 class TcpPunch:
     """Built-in transport for ``tcp-punch-v1`` hints."""
 
@@ -161,19 +181,7 @@ class TcpPunch:
 
     async def _punch(self, reactor: Any, hint: tcp_punch_v1.Hint, origin: Endpoint
                      ) -> TCPStream:
-        description = f"{NAME} {hint}"
-        factory = Factory.forProtocol(lambda: TCPStream(description))
-        give_up = reactor.seconds() + PUNCH_WINDOW
-        while True:
-            left = give_up - reactor.seconds()
-            endpoint = _endpoint(reactor, hint.hostname, hint.port, max(left, 1.0), origin)
-            try:
-                stream: TCPStream = await endpoint.connect(factory)
-                return stream
-            except error.ConnectionRefusedError:
-                if reactor.seconds() + REDIAL_PAUSE >= give_up:
-                    raise
-            await deferLater(reactor, REDIAL_PAUSE)
+        return await punch_dial(reactor, hint, origin, PUNCH_WINDOW)
 
     @hookimpl
     def hilltop_transport_stop(self) -> None:

@@ -10,4 +10,4 @@ through :mod:`.takeover`, leaves a relay for a direct path found later;
 """
 
 # The I/O shells; every other module here is pure (tests/test_layers.py).
-IO_MODULES = frozenset({"shell", "channel"})
+IO_MODULES = frozenset({"shell", "channel", "punchover"})

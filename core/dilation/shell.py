@@ -122,7 +122,7 @@ class Dilator:
     def __init__(self, reactor: Any, send_dilate: Callable[[bytes], None], wormhole_key: bytes,
                  version: str, make_runner: Callable[[bool, bytes, str, int], Any],
                  ping_interval: float = 30.0, side: str | None = None,
-                 prober: Prober | None = None) -> None:
+                 prober: Prober | None = None, punchover: Any = None) -> None:
         self.reactor = reactor
         self._send = send_dilate
         self.key = wire.dilation_key(wormhole_key)
@@ -156,6 +156,11 @@ class Dilator:
         self._take_timer: Any = None
         self._probe: defer.Deferred[bool] | None = None
         self._probe_targets: list[tuple[str, int]] = []
+        # a punched path's takeover between hilltop peers (hilltop.dilation.punchover)
+        self._punchover = punchover
+        self._we_punch = False  # this generation's hints of ours include a punch hint
+        if punchover is not None:
+            punchover.listen(self._punch_requested)
         self._act()
 
     # -- from the wormhole -----------------------------------------------------------------------
@@ -191,6 +196,8 @@ class Dilator:
             self.l3 = m.L3(self.gens.leader, self._ping_interval)
         self._stop_runner()
         self._peer_hints = []
+        self._we_punch = False
+        self._takeover.leader = bool(self.gens.leader)
         runner = self._runner = self._make_runner(self.gens.leader, self.key, self.side, number)
         self._status(f"connecting (generation {number})")
         d = runner.our_hints()
@@ -199,6 +206,7 @@ class Dilator:
             from hilltop.hints import hints_to_wire
 
             if runner is self._runner:
+                self._we_punch = any(getattr(h, "type", None) == "tcp-punch-v1" for h in hints)
                 self._send(wire.encode(wire.ConnectionHints(hints_to_wire(hints))))
                 # the peer's hints may have come while our listeners started (a reconnect:
                 # the follower sends them right after its reconnecting)
@@ -312,17 +320,24 @@ class Dilator:
 
     # -- path takeover (hilltop.dilation.takeover) ----------------------------------------------
     def _look_for_better_path(self, won: Any) -> None:
-        """The leader, on a relayed generation, probes the follower's direct hints."""
-        if not self.gens.leader or self._prober is None:
+        """The leader, on a relayed generation, probes the follower's direct hints (and,
+        with a hilltop follower, punches with it); the follower learns whether to answer."""
+        relayed = bool(getattr(won.shake, "via_relay", False))
+        punchable = self._peer_punch_hint() is not None
+        if not self.gens.leader:
+            self._takeover.connected(self._now(), relayed, 0, punchable)
+            return
+        if self._prober is None and not punchable:
             return
         from hilltop.hints import direct_tcp_v1, parse_hints
 
         hints = parse_hints(self._peer_hints)
         self._probe_targets = [(h.hostname, h.port) for h in hints
                                if isinstance(h, direct_tcp_v1.Hint)][:PROBE_TARGETS]
+        if self._prober is None:
+            self._probe_targets = []
         switches = self._takeover.switches
-        relayed = bool(getattr(won.shake, "via_relay", False))
-        self._takeover.connected(self._now(), relayed, len(self._probe_targets))
+        self._takeover.connected(self._now(), relayed, len(self._probe_targets), punchable)
         if self._takeover.switches > switches:
             self._status(f"took over from the relay: {won.description}")
         self._arm_takeover()
@@ -343,17 +358,51 @@ class Dilator:
     def _take_actions(self, actions: list[tk.TakeAction]) -> None:
         for action in actions:
             match action:
-                case tk.Probe():
-                    assert self._prober is not None
-                    probe = self._probe = self._prober(self._probe_targets, tk.PROBE_TIMEOUT)
-                    probe.addCallbacks(lambda ok, p=probe: self._probe_done(p, ok),
-                                       lambda _f: None)
+                case tk.Probe(punch):
+                    self._start_probe(punch)
+                case tk.Punch():
+                    hint = self._peer_punch_hint()
+                    assert hint is not None and self._punchover is not None
+                    self._watch_probe(self._punchover.dial(hint, tk.PUNCH_TIMEOUT, hold=True))
                 case tk.CancelProbe():
                     self._cancel_probe()
                 case tk.Switch():
                     self._status("a direct path answers: leaving the relay for it")
                     self.drop_connection()
         self._arm_takeover()
+
+    def _start_probe(self, punch: bool) -> None:
+        from hilltop.dilation.punchover import any_answer
+
+        dials = []
+        if self._prober is not None and self._probe_targets:
+            dials.append(self._prober(self._probe_targets, tk.PROBE_TIMEOUT))
+        hint = self._peer_punch_hint() if punch else None
+        if hint is not None and self._punchover is not None:
+            self._punchover.ask(self.gens.generation)
+            dials.append(self._punchover.dial(hint, tk.PUNCH_TIMEOUT))
+        self._watch_probe(dials[0] if len(dials) == 1 else any_answer(dials))
+
+    def _watch_probe(self, probe: defer.Deferred[bool]) -> None:
+        self._probe = probe
+        probe.addCallbacks(lambda ok, p=probe: self._probe_done(p, ok), lambda _f: None)
+
+    def _peer_punch_hint(self) -> Any:
+        """The peer's punch hint of this generation, if both of us punch (else None)."""
+        if self._punchover is None or not self._we_punch:
+            return None
+        from hilltop.hints import parse_hints, tcp_punch_v1
+
+        return next((h for h in parse_hints(self._peer_hints)
+                     if isinstance(h, tcp_punch_v1.Hint)), None)
+
+    def _punch_requested(self, generation: int) -> None:
+        """Follower: the leader's probe asks us to punch back (ignored unless it names the
+        generation that runs now: a late request finds another one)."""
+        if generation != self.gens.generation or self._stream is None:
+            return
+        punchable = self._peer_punch_hint() is not None
+        self._take_actions(self._takeover.asked(self._now(), punchable))
 
     def _probe_done(self, probe: defer.Deferred[bool], reachable: bool) -> None:
         if probe is not self._probe:

@@ -17,10 +17,20 @@ while a path still blocked (a firewall, a NAT, an address of another network) dr
 and the probe times out at no cost to the transfer. Only a probe that answered costs a
 reconnect; if the relay wins that generation again (the answer came from another host), the
 next probes wait longer (:data:`SWITCH_BACKOFF`).
+
+A punched path (``tcp-punch``) has no such probe: behind NATs the follower's direct hints are
+private addresses and its NAT drops a SYN nobody inside sent out, so a path opens only when
+both sides dial at once. Between two hilltop peers the leader's probe therefore also asks the
+follower (a hilltop side channel, :mod:`.punchover`) to punch back towards the leader's punch
+hint while the leader punches towards the follower's: a punch that connects proves the path
+as a probe answer does, and the same switch follows (both sides punch again in the next
+race). The follower's part is :meth:`Takeover.asked`: it answers only while its own
+generation is relayed, and only once at a time.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from enum import Enum, auto
 
@@ -36,6 +46,10 @@ PROBE_TIMEOUT = 2.0
 """A probe that got no answer (accept or refusal) within this time failed: a SYN the path drops
 is retried by TCP only after 1 s, and a reachable peer on any usable network answers well
 within it."""
+PUNCH_TIMEOUT = 5.0
+"""A probe that asked the follower to punch gives up after this long: the follower's dial starts
+a mailbox round trip after ours, and a SYN that met a NAT before the peer's mapping existed is
+retried by TCP 1 s and 3 s later."""
 SWITCH_BACKOFF = 30.0
 """After a switch whose new generation went through the relay again, the next probe waits this
 long, doubled for each further such switch, up to :data:`SWITCH_BACKOFF_MAX`: a false answer
@@ -48,6 +62,7 @@ class Take(Enum):
     WAITING = auto()  # relayed; the next probe is due at the deadline
     PROBING = auto()  # a probe is out; it fails at the deadline
     SWITCHING = auto()  # we dropped the relay connection; the next generation tells
+    ANSWERING = auto()  # follower: punching back at the leader's request, until the deadline
     STOPPED = auto()
 
 
@@ -63,13 +78,25 @@ TAKE_MOVES: dict[tuple[Take, str], Take] = {
     (Take.SWITCHING, "lost"): Take.SWITCHING,
     (Take.SWITCHING, "relayed"): Take.WAITING,
     (Take.SWITCHING, "direct"): Take.IDLE,
+    (Take.IDLE, "asked"): Take.ANSWERING,
+    (Take.ANSWERING, "punched"): Take.IDLE,
+    (Take.ANSWERING, "lost"): Take.IDLE,
     **{(s, "stop"): Take.STOPPED for s in Take},
 }
 
 
 @dataclass(frozen=True)
 class Probe:
-    """Dial the follower's direct hints now; answer with :meth:`Takeover.probe_answered`."""
+    """Dial the follower's direct hints now; answer with :meth:`Takeover.probe_answered`.
+    ``punch``: also ask the follower to punch and punch towards its punch hint."""
+
+    punch: bool = False
+
+
+@dataclass(frozen=True)
+class Punch:
+    """Follower: punch towards the leader's punch hint now (it asked); answer with
+    :meth:`Takeover.probe_answered`. The leader decides what an answer means."""
 
 
 @dataclass(frozen=True)
@@ -82,14 +109,18 @@ class Switch:
     """Drop the relay connection: the reconnect that follows races the direct path."""
 
 
-TakeAction = Probe | CancelProbe | Switch
+TakeAction = Probe | Punch | CancelProbe | Switch
 
 
 class Takeover:
-    """The leader's search for a better path than the relay (see the module docstring)."""
+    """The leader's search for a better path than the relay, and the follower's part in it
+    (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, leader: bool = True) -> None:
+        self.leader = leader
         self.state = Take.IDLE
+        self._relayed = False  # the current generation runs through a relay
+        self._punchable = False  # both sides have a punch hint: the probe punches too
         self._deadline: float | None = None
         self._probes = 0  # probes that failed since this relayed connection began
         self._failed_switches = 0
@@ -97,15 +128,22 @@ class Takeover:
         """Switches that ended on a direct path (for logs and tests)."""
 
     def next_deadline(self) -> float | None:
-        return self._deadline if self.state in (Take.WAITING, Take.PROBING) else None
+        return (self._deadline if self.state in (Take.WAITING, Take.PROBING, Take.ANSWERING)
+                else None)
 
-    def connected(self, now: float, relayed: bool, probe_targets: int) -> None:
+    def connected(self, now: float, relayed: bool, probe_targets: int,
+                  punchable: bool = False) -> None:
         """A generation won: ``relayed`` through a transit relay, ``probe_targets`` direct
-        hints of the follower's that a probe can dial (none: nothing to look for)."""
+        hints of the follower's that a probe can dial, ``punchable`` if both sides may punch
+        and the follower would punch back when asked (neither: nothing to look for)."""
         if self.state is Take.STOPPED:
             return
+        self._relayed = relayed
+        self._punchable = punchable
+        if not self.leader:
+            return  # the follower only answers (asked)
         switching = self.state is Take.SWITCHING
-        if relayed and probe_targets > 0:
+        if relayed and (probe_targets > 0 or punchable):
             if switching:
                 self._failed_switches += 1
                 wait = min(SWITCH_BACKOFF * 2 ** (self._failed_switches - 1),
@@ -124,6 +162,7 @@ class Takeover:
 
     def lost(self) -> None:
         """The generation's connection ended (any reason, our own switch included)."""
+        self._relayed = False
         if self.state is not Take.STOPPED:
             self._move("lost")
             if self.state is Take.IDLE:
@@ -135,13 +174,31 @@ class Takeover:
             return []
         if self.state is Take.WAITING:
             self._move("due")
-            self._deadline = now + PROBE_TIMEOUT
-            return [Probe()]
+            self._deadline = now + (PUNCH_TIMEOUT if self._punchable else PROBE_TIMEOUT)
+            return [Probe(punch=self._punchable)]
+        if self.state is Take.ANSWERING:
+            self._move("punched")
+            self._deadline = None
+            return [CancelProbe()]
         self._unreachable(now)
         return [CancelProbe()]
 
+    def asked(self, now: float, punchable: bool) -> list[TakeAction]:
+        """Follower: the leader asks us to punch back (its probe). Done only on a relayed
+        generation where we have its punch hint and may punch, and once at a time: a request
+        that finds us elsewhere (a new generation, a direct one) costs nothing."""
+        if self.leader or self.state is not Take.IDLE or not self._relayed or not punchable:
+            return []
+        self._move("asked")
+        self._deadline = now + PUNCH_TIMEOUT
+        return [Punch()]
+
     def probe_answered(self, now: float, reachable: bool) -> list[TakeAction]:
         """The probe's dials ended: ``reachable`` if any connected or was refused."""
+        if self.state is Take.ANSWERING:
+            self._move("punched")  # the leader saw the same connection: it decides
+            self._deadline = None
+            return []
         if self.state is not Take.PROBING:
             return []  # late: the deadline passed or the connection went meanwhile
         if not reachable:
@@ -167,3 +224,26 @@ class Takeover:
 
     def _move(self, event: str) -> None:
         self.state = move(TAKE_MOVES, self.state, event)
+
+
+REQUEST_KEY = "hilltop-takeover"
+"""The side channel (:mod:`.punchover`) of the leader's request: ``{"hilltop-takeover":
+{"punch": N}}`` asks the follower to punch back during generation N."""
+
+
+def punch_request(generation: int) -> bytes:
+    return json.dumps({REQUEST_KEY: {"punch": generation}}, separators=(",", ":")).encode()
+
+
+def parse_punch_request(data: bytes) -> int | None:
+    """The generation a request names, or None for anything else (the peer's input: a
+    malformed one is ignored, as a takeover is only ever an optimisation)."""
+    try:
+        msg = json.loads(data)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    body = msg.get(REQUEST_KEY) if isinstance(msg, dict) else None
+    generation = body.get("punch") if isinstance(body, dict) else None
+    if isinstance(generation, bool) or not isinstance(generation, int) or generation < 0:
+        return None
+    return generation

@@ -125,6 +125,68 @@ def test_a_lost_connection_stops_the_search_until_the_next_generation() -> None:
     assert t.state is tk.Take.STOPPED
 
 
+def test_a_punchable_relayed_generation_is_probed_with_a_punch() -> None:
+    """Behind NATs the follower's direct hints are private: only a punch (both sides dial at
+    once) can answer, so a relayed generation with punch hints on both sides is probed even
+    with no direct target, with the punch's longer deadline."""
+    t = tk.Takeover()
+    t.connected(0.0, relayed=True, probe_targets=0, punchable=True)
+    assert t.state is tk.Take.WAITING
+    assert t.handle_timer(2.0) == [tk.Probe(punch=True)]
+    assert t.next_deadline() == 2.0 + tk.PUNCH_TIMEOUT
+    assert t.probe_answered(3.0, reachable=True) == [tk.Switch()]
+    t.lost()
+    t.connected(4.0, relayed=False, probe_targets=0, punchable=True)
+    assert t.state is tk.Take.IDLE and t.switches == 1
+
+
+def test_a_punch_probe_that_times_out_waits_for_the_schedule() -> None:
+    t = tk.Takeover()
+    t.connected(0.0, relayed=True, probe_targets=2, punchable=True)
+    t.handle_timer(2.0)
+    assert t.handle_timer(2.0 + tk.PUNCH_TIMEOUT) == [tk.CancelProbe()]
+    assert t.next_deadline() == pytest.approx(2.0 + tk.PUNCH_TIMEOUT + 5.0)
+
+
+def test_the_follower_answers_a_request_only_on_a_relayed_generation() -> None:
+    t = tk.Takeover(leader=False)
+    t.connected(0.0, relayed=True, probe_targets=3, punchable=True)
+    assert t.state is tk.Take.IDLE and t.next_deadline() is None  # a follower never probes
+    assert t.asked(1.0, punchable=False) == []  # no punch hint of the leader's: nothing
+    assert t.asked(1.0, punchable=True) == [tk.Punch()]
+    assert t.state is tk.Take.ANSWERING and t.next_deadline() == 1.0 + tk.PUNCH_TIMEOUT
+    assert t.asked(1.5, punchable=True) == []  # once at a time
+    assert t.probe_answered(2.0, reachable=True) == []  # the leader decides, not us
+    assert t.state is tk.Take.IDLE
+    assert t.asked(3.0, punchable=True) == [tk.Punch()]
+    assert t.handle_timer(3.0 + tk.PUNCH_TIMEOUT) == [tk.CancelProbe()]  # gave up
+    assert t.state is tk.Take.IDLE
+    assert t.asked(9.0, punchable=True) == [tk.Punch()]
+    t.lost()  # the generation went: the answer goes with it
+    assert t.state is tk.Take.IDLE and t.next_deadline() is None
+    assert t.asked(10.0, punchable=True) == []  # no generation: nothing
+    t.connected(11.0, relayed=False, probe_targets=0, punchable=True)
+    assert t.asked(12.0, punchable=True) == []  # a direct generation: nothing to find
+
+
+def test_a_leader_ignores_requests() -> None:
+    t = tk.Takeover()
+    t.connected(0.0, relayed=True, probe_targets=0, punchable=True)
+    assert t.asked(1.0, punchable=True) == []
+
+
+@pytest.mark.parametrize("data", [b"", b"[]", b'{"hilltop-takeover": 3}',
+                                  b'{"hilltop-takeover": {"punch": "1"}}',
+                                  b'{"hilltop-takeover": {"punch": -1}}',
+                                  b'{"hilltop-takeover": {"punch": true}}', b"\xff"])
+def test_a_malformed_request_is_ignored(data: bytes) -> None:
+    assert tk.parse_punch_request(data) is None
+
+
+def test_a_request_round_trips() -> None:
+    assert tk.parse_punch_request(tk.punch_request(7)) == 7
+
+
 # -- the shell -------------------------------------------------------------------------------------
 class Codec:
     def encode(self, _rec: Any) -> bytes:
@@ -288,4 +350,103 @@ def test_hints_that_came_before_ours_were_published_are_raced_after_the_gather()
     ours.callback([])  # our listeners are up only now
     clock.advance(HINT_GATHER)
     assert dilator.generation_count == 1
+    dilator.stop()
+
+
+# -- a punched path (hilltop peers, hilltop.dilation.punchover) ------------------------------------
+PUNCH_HINTS = [{"type": "direct-tcp-v1", "hostname": "198.18.2.10", "port": 4242, "priority": 0.0},
+               {"type": "tcp-punch-v1", "hostname": "198.19.0.3", "port": 5151,
+                "priority": 0.0}]
+
+
+class PunchRace(Race):
+    """Our hints include a punch hint, as the ``tcp-punch`` transport gives behind a NAT."""
+
+    def our_hints(self) -> defer.Deferred[list[Any]]:
+        from hilltop.hints import tcp_punch_v1
+
+        return defer.succeed([tcp_punch_v1.Hint("198.19.0.2", 5050, 0.0)])
+
+
+class FakePunchover:
+    def __init__(self, answers: list[bool]) -> None:
+        self.answers = answers
+        self.asked: list[int] = []
+        self.dials: list[tuple[str, int]] = []
+        self.on_request: Any = None
+
+    def listen(self, on_request: Any) -> None:
+        self.on_request = on_request
+
+    def ask(self, generation: int) -> None:
+        self.asked.append(generation)
+
+    def dial(self, hint: Any, timeout: float, hold: bool = False) -> defer.Deferred[bool]:
+        self.dials.append((hint.hostname, hint.port))
+        return defer.succeed(self.answers.pop(0))
+
+
+def punching(leader: bool, wins: list[Won], prober: Prober, punchover: FakePunchover
+             ) -> tuple[Clock, Dilator, list[Any]]:
+    clock = Clock()
+    sent: list[Any] = []
+    races = iter(wins)
+    dilator = Dilator(clock, lambda data: sent.append(wire.parse(data)), bytes(32), "ged",
+                      lambda *_a: PunchRace(next(races)), side=("ff" if leader else "11") * 8,
+                      prober=prober, punchover=punchover)
+    dilator.got_message(wire.encode(wire.Please(("00" if leader else "ee") * 8)))
+    dilator.got_message(wire.encode(wire.ConnectionHints(PUNCH_HINTS)))
+    clock.advance(NO_HINTS_START)
+    return clock, dilator, sent
+
+
+def test_the_leader_punches_with_the_follower_and_leaves_the_relay() -> None:
+    relay, punched = Won("relay tcp:198.19.0.1:4001", True), Won("tcp-punch 198.19.0.3", False)
+    prober = Prober([False, False])  # the follower's private address never answers
+    punch = FakePunchover([False, True])
+    clock, dilator, sent = punching(True, [relay, punched], prober, punch)
+    clock.advance(2.0)
+    assert punch.asked == [0] and punch.dials == [("198.19.0.3", 5151)]
+    assert prober.calls == [[("198.18.2.10", 4242)]]  # the direct probe runs beside it
+    assert not relay.stream.aborted  # neither answered: stay
+    clock.advance(5.0)
+    assert punch.asked == [0, 0] and relay.stream.aborted  # the punch connected: switch
+    assert wire.Reconnect() in sent
+    dilator.got_message(wire.encode(wire.Reconnecting()))
+    dilator.got_message(wire.encode(wire.ConnectionHints(PUNCH_HINTS)))
+    clock.advance(NO_HINTS_START)
+    assert dilator.description == punched.description and dilator.generation_count == 2
+    clock.advance(55.0)
+    assert len(punch.asked) == 2  # a punched generation is not probed
+    dilator.stop()
+
+
+def test_the_follower_punches_back_only_for_its_relayed_generation() -> None:
+    relay = Won("relay", True)
+    prober = Prober([True] * 10)
+    punch = FakePunchover([True, True])
+    clock, dilator, _sent = punching(False, [relay], prober, punch)
+    punch.on_request(5)  # another generation's request: ignored
+    assert punch.dials == []
+    punch.on_request(0)
+    assert punch.dials == [("198.19.0.3", 5151)]  # the leader's punch hint
+    assert prober.calls == [] and punch.asked == [] and not relay.stream.aborted
+    punch.on_request(0)  # the next probe's request: again
+    assert len(punch.dials) == 2 and not relay.stream.aborted  # the leader decides
+    dilator.stop()
+
+
+def test_without_a_punch_hint_of_ours_nothing_is_punched() -> None:
+    """A peer's punch hint alone cannot work: the follower would not dial us back."""
+    relay = Won("relay", True)
+    prober = Prober([False] * 10)
+    punch = FakePunchover([True] * 10)
+    clock = Clock()
+    dilator = Dilator(clock, lambda _d: None, bytes(32), "ged", lambda *_a: Race(relay),
+                      side="ff" * 8, prober=prober, punchover=punch)
+    dilator.got_message(wire.encode(wire.Please("00" * 8)))
+    dilator.got_message(wire.encode(wire.ConnectionHints(PUNCH_HINTS)))
+    clock.advance(NO_HINTS_START)
+    clock.advance(2.0)
+    assert len(prober.calls) == 1 and punch.asked == [] and punch.dials == []
     dilator.stop()
