@@ -62,7 +62,10 @@ class TransferProgress:
 
     def path(self, via: str | None) -> None:
         """A durable transfer lost its connection (None) or has a new one: the bar's label
-        (or a status line without a bar) says "reconnecting..." until it is back."""
+        (or a status line without a bar) says "reconnecting..." until it is back; the
+        summary and the ``done`` event name the path the transfer ended on."""
+        if via is not None:
+            self._via = via
         if events.json_mode():
             events.emit("transit_path", state="reconnecting" if via is None else "connected",
                         **({} if via is None else {"via": via}))
@@ -72,8 +75,6 @@ class TransferProgress:
         else:
             output.status("reconnecting..." if via is None else f"reconnected ({via})",
                           self._stream)
-        if via is not None:
-            self._via = via
 
     def line(self, text: str) -> None:
         """A status line above the bar, which is redrawn under it (several files' lines)."""

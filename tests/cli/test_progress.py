@@ -77,3 +77,27 @@ def test_the_cursor_waits_at_the_start_of_the_bar_line() -> None:
         shown.line("a status line above the bar")
         assert "a status line above the bar\r\n" in screen.getvalue()
         assert screen.getvalue().endswith("\r")  # the bar redrawn, the cursor back at its start
+
+
+@pytest.mark.parametrize("json_mode", [False, True])
+def test_the_summary_names_the_path_the_transfer_ended_on(json_mode: bool,
+                                                          capsys: pytest.CaptureFixture[str]
+                                                          ) -> None:
+    """A durable transfer that moved from the relay to a punched path must not report the
+    relay in its ``done`` event (seen in integration/test_durable_punchover.py's events)."""
+    from hilltop.cli import events
+
+    events.enable_json(json_mode)
+    try:
+        shown = TransferProgress(10, hide=True, stream=io.StringIO())
+        shown.connected("Sending (relay)...", "relay 127.0.0.1:4001 (dilated)")
+        shown.path(None)
+        shown.path("tcp-punch 198.18.1.2:5000 (dilated)")
+        shown.update(10)
+        shown.done("Sent")
+    finally:
+        events.enable_json(False)
+    if json_mode:
+        done = [line for line in capsys.readouterr().out.splitlines() if '"done"' in line]
+        assert len(done) == 1 and '"via": "tcp-punch 198.18.1.2:5000 (dilated)"' in done[0]
+    assert shown.summary("Sent").endswith(" via tcp-punch 198.18.1.2:5000 (dilated)")
