@@ -37,6 +37,8 @@ def zero_mode_code(code: str | None, lan: bool, code_flag: str) -> str:
 
 @dataclass
 class GlobalOptions:
+    """The options every command shares (given before the command name)."""
+
     appid: str
     relay_url: str
     transit_helpers: tuple[str, ...]  # as given by --transit-helper or the environment

@@ -31,6 +31,8 @@ class ExitStatus(enum.IntEnum):
 
 @dataclass(frozen=True)
 class Outcome:
+    """How an error ends a command: its exit status and its stable ``--json`` code."""
+
     status: ExitStatus
     code: str  # stable, lower_snake_case
 

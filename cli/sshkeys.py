@@ -40,6 +40,8 @@ _PRINTABLE_COMMENT = re.compile(r"[^\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\
 
 @dataclass(frozen=True)
 class PublicKey:
+    """One line of an OpenSSH public key file, split into its three parts."""
+
     kind: str  # the key type, e.g. ssh-ed25519
     blob: str  # base64
     comment: str  # may be empty

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class Event:
+    """One entry of the ``--dump-timing`` file, in official 0.24's layout."""
+
     name: str
     start: float
     stop: float | None = None

@@ -27,6 +27,8 @@ Endpoint = direct_tcp_v1.Hint | websocket_v1.Hint
 
 @dataclass(frozen=True)
 class Hint:
+    """A parsed ``relay-v1`` hint: one relay and the endpoints that reach it."""
+
     endpoints: tuple[Endpoint, ...]
     name: str | None = None
     type: ClassVar[str] = TYPE

@@ -22,6 +22,8 @@ TYPES = (TYPE, "websocket")
 
 @dataclass(frozen=True)
 class Hint:
+    """A parsed ``websocket-v1`` endpoint (the URL of a relay's WebSocket)."""
+
     url: str
     priority: float = 0.0
     type: ClassVar[str] = TYPE

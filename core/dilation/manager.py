@@ -63,6 +63,8 @@ class Opened:
 
 @dataclass(frozen=True)
 class Received:
+    """Bytes that arrived on subchannel ``scid``, in order."""
+
     scid: int
     data: bytes
 
@@ -294,6 +296,8 @@ class StartGeneration:
 
 @dataclass(frozen=True)
 class UseHints:
+    """The peer's connection hints (wire form): dial them for the current generation."""
+
     hints: list[dict[str, object]]
 
 

@@ -29,16 +29,22 @@ class KCM:
 
 @dataclass(frozen=True)
 class Ping:
+    """Liveness probe; the peer answers with a :class:`Pong` carrying the same ``ping_id``."""
+
     ping_id: bytes  # 4 opaque bytes
 
 
 @dataclass(frozen=True)
 class Pong:
+    """The answer to the :class:`Ping` with this ``ping_id``."""
+
     ping_id: bytes
 
 
 @dataclass(frozen=True)
 class Open:
+    """Open subchannel ``scid`` for ``subprotocol`` (sequenced, acked)."""
+
     seqnum: int
     scid: int
     subprotocol: str
@@ -46,6 +52,8 @@ class Open:
 
 @dataclass(frozen=True)
 class Data:
+    """Bytes for subchannel ``scid`` (sequenced, acked)."""
+
     seqnum: int
     scid: int
     data: bytes
@@ -53,12 +61,16 @@ class Data:
 
 @dataclass(frozen=True)
 class Close:
+    """Close subchannel ``scid`` (sequenced, acked)."""
+
     seqnum: int
     scid: int
 
 
 @dataclass(frozen=True)
 class Ack:
+    """The peer has every sequenced record up to ``resp_seqnum``: drop them from the queue."""
+
     resp_seqnum: int
 
 

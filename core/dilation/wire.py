@@ -60,12 +60,16 @@ class BadDilationMessage(ProtocolError):
 
 @dataclass(frozen=True)
 class Please:
+    """``please``: the first Dilation message, our side and the version we will use."""
+
     side: str
     use_version: str | None = None
 
 
 @dataclass(frozen=True)
 class ConnectionHints:
+    """``connection-hints``: where the peer can be dialled for the L2 connection."""
+
     hints: list[dict[str, Any]] = field(default_factory=list)  # wire form; parsed by the shell
 
 

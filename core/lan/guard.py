@@ -48,6 +48,8 @@ ANNOUNCED_ONLY = "this LAN mailbox serves only the nameplate it announced"
 
 @dataclass(frozen=True)
 class LanLimits:
+    """What one LAN mailbox session lets a client spend, so a host on the LAN cannot flood us."""
+
     connections: int = 16
     per_address: int = 4
     frames: int = 1000

@@ -89,6 +89,8 @@ def transit_service_name(tag: str) -> str:
 # --- TXT records ----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class MailboxTxt:
+    """A LAN mailbox's TXT record, parsed: the nameplate it serves and its WebSocket path."""
+
     nameplate: str
     path: str = MAILBOX_PATH
 

@@ -89,6 +89,8 @@ WAIT_TEXT = {
 # --- events (outputs other than frames) -------------------------------------------------------
 @dataclass(frozen=True)
 class WelcomeEvent:
+    """The server's ``welcome``: a message of the day, the newest CLI version, our address."""
+
     motd: str | None
     current_cli_version: str | None
     your_address: messages.SeenAddress | None = None
@@ -96,11 +98,15 @@ class WelcomeEvent:
 
 @dataclass(frozen=True)
 class NameplatesEvent:
+    """The nameplates the server lists (for code completion)."""
+
     nameplates: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class CodeReady:
+    """The whole code is known (allocated, typed or given): show it to the user."""
+
     code: str
 
 
@@ -138,11 +144,15 @@ class DilateReceived:
 
 @dataclass(frozen=True)
 class Received:
+    """An application message from the peer, decrypted, in phase order."""
+
     data: bytes
 
 
 @dataclass(frozen=True)
 class PongEvent:
+    """The server answered our ``ping`` with this number."""
+
     pong: int
 
 
@@ -177,6 +187,8 @@ class DisconnectNow:
 
 @dataclass(frozen=True)
 class ClosedEvent:
+    """The wormhole is closed with ``mood``; ``error`` says why when it failed."""
+
     mood: str
     error: HilltopError | None
 

@@ -33,6 +33,8 @@ class SeenAddress:
 
 @dataclass(frozen=True)
 class Welcome:
+    """``welcome``: the server's first message (an ``error`` in it means it refuses us)."""
+
     motd: str | None = None
     current_cli_version: str | None = None
     error: str | None = None
@@ -71,31 +73,41 @@ def parse_your_address(value: Any) -> SeenAddress | None:
 
 @dataclass(frozen=True)
 class Ack:
+    """``ack``: the server got our message with this ``id``."""
+
     id: str | None
 
 
 @dataclass(frozen=True)
 class NameplateList:
+    """``nameplates``: the nameplates in use (for code completion)."""
+
     nameplates: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class Allocated:
+    """``allocated``: the nameplate the server chose for us."""
+
     nameplate: str
 
 
 @dataclass(frozen=True)
 class Claimed:
+    """``claimed``: the mailbox behind the nameplate we claimed."""
+
     mailbox: str
 
 
 @dataclass(frozen=True)
 class Released:
-    pass
+    """``released``: the server freed our nameplate."""
 
 
 @dataclass(frozen=True)
 class Message:
+    """``message``: a side's message in the mailbox (ours echoed back too), body still encrypted."""
+
     side: str
     phase: str
     body: bytes
@@ -104,22 +116,28 @@ class Message:
 
 @dataclass(frozen=True)
 class Closed:
-    pass
+    """``closed``: the server closed our mailbox."""
 
 
 @dataclass(frozen=True)
 class Pong:
+    """``pong``: the answer to our ``ping``."""
+
     pong: int
 
 
 @dataclass(frozen=True)
 class ServerErrorMsg:
+    """``error``: the server refused a message of ours (``orig``)."""
+
     error: str
     orig: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Unknown:
+    """A message type we do not know: ignored, as the protocol lets servers add types."""
+
     type: str
 
 

@@ -179,6 +179,7 @@ class OfferArrived:
 
 @dataclass(frozen=True)
 class Connected:
+    """The transit connection is up: ``description`` says which path won."""
     description: str
 
 
@@ -203,6 +204,7 @@ class Done:
 
 @dataclass(frozen=True)
 class Failed:
+    """The transfer failed with ``error``; nothing more comes."""
     error: BaseException
 
 

@@ -112,6 +112,8 @@ class _State(Enum):
 
 @dataclass(slots=True)
 class _Member:
+    """The member being read: its local header's fields and what was read of it so far."""
+
     name: str
     crc: int  # from the local header (0 with a descriptor)
     compressed: int  # from the local header, or -1 when a descriptor carries it

@@ -61,6 +61,8 @@ class HookTimeouts:
 
 @dataclass(frozen=True)
 class LoadedTransport:
+    """A transport plugin that loaded, registered under ``name``, with what it says it can do."""
+
     name: str
     plugin: Any
     info: TransportInfo

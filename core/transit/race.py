@@ -59,6 +59,8 @@ class Candidate:
 
 @dataclass(frozen=True)
 class RaceConfig:
+    """The race's timing, in seconds (the module docstring says what each one does)."""
+
     relay_delay: float = 2.0
     tier_step: float = 2.0
     attempt_timeout: float = 60.0
@@ -133,6 +135,8 @@ ATTEMPT_MOVES: dict[tuple[AttemptState, str], AttemptState] = {
 
 @dataclass
 class _Attempt:
+    """One candidate's attempt: when it starts, its state and its deadline."""
+
     key: Hashable
     label: str
     start_at: float

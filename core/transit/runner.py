@@ -89,6 +89,8 @@ class WinningStream:
 
 @dataclass
 class _Attempt:
+    """What the runner holds for one attempt: its dial, its stream and its handshake."""
+
     key: Hashable
     label: str
     transport: LoadedTransport | None
