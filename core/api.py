@@ -40,8 +40,10 @@ if TYPE_CHECKING:  # a text message imports no transit code
 APPID = key.APPID
 RELAY_URL = "ws://relay.magic-wormhole.io:4000/v1"
 TRANSIT_HELPER = "tcp:transit.magic-wormhole.io:4001"
-DILATION_FLUSH = 3.0
-"""Seconds :meth:`Wormhole.close` lets Dilation's connection flush before the mailbox closes."""
+DILATION_FLUSH = 4.0
+"""Seconds :meth:`Wormhole.close` lets Dilation's connection flush before the mailbox closes:
+a margin above the Dilator's own deadlines (``STOP_ACK_WAIT`` and ``STOP_CLOSE_WAIT`` in
+:mod:`hilltop.dilation.shell`, 3 s together), which end its stop first."""
 
 
 class Wormhole:

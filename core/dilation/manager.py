@@ -262,6 +262,7 @@ class Gen(Enum):
     FLUSHING = auto()  # leader: reconnect sent, waiting for reconnecting
     LONELY = auto()  # follower: lost the connection, waiting for reconnect
     ABANDONING = auto()  # follower: told to reconnect while connected, dropping ours
+    STOPPING = auto()  # stopped while connected: the L2 connection is flushed, then closed
     STOPPED = auto()
 
 
@@ -277,6 +278,11 @@ GEN_MOVES: dict[tuple[Gen, str], Gen] = {
     (Gen.CONNECTING, "reconnect"): Gen.CONNECTING,
     (Gen.CONNECTING, "race failed (leader)"): Gen.FLUSHING,
     **{(s, "stop"): Gen.STOPPED for s in Gen},
+    # as official's manager: a connection is closed, not dropped, and stop ends with its loss
+    (Gen.CONNECTED, "stop"): Gen.STOPPING,
+    (Gen.ABANDONING, "stop"): Gen.STOPPING,
+    (Gen.STOPPING, "stop"): Gen.STOPPING,
+    (Gen.STOPPING, "lost"): Gen.STOPPED,
 }
 
 
@@ -352,6 +358,8 @@ class Generations:
         self._move("connected")
 
     def lost(self) -> None:
+        if self.state is Gen.STOPPING:
+            self._move("lost")  # no reconnect: we are ending
         if self.state is Gen.STOPPED:
             return
         if self.leader:
@@ -373,6 +381,8 @@ class Generations:
             self._actions.append(Send(wire.Reconnect()))
 
     def stop(self) -> None:
+        """Stop: at once unless connected; connected, :attr:`state` is ``STOPPING`` until
+        :meth:`lost` (the shell closes the connection once the peer has our last records)."""
         self.state = move(GEN_MOVES, self.state, "stop")
 
     def _move(self, event: str) -> None:

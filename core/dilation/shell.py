@@ -11,6 +11,7 @@ plugins) also carries L2 connections; each race gets side channels scoped to its
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Callable
@@ -22,7 +23,7 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from hilltop._runtime.awaitable import DualDeferred, Watch
+from hilltop._runtime.awaitable import DualDeferred, Watch, once_fired
 from hilltop.dilation import l2, wire
 from hilltop.dilation import manager as m
 from hilltop.dilation import takeover as tk
@@ -45,6 +46,14 @@ drained. 256 MiB direct, 3 alternated runs each: 4/1 MiB 5.5-5.7 s and 69-72 MB 
 8/6 MiB 4.0-4.2 s and 82-83 MB, 16/12 MiB 3.7-4.6 s and 108-118 MB (the unacked records,
 and Twisted's write buffer, hold about three times the window)."""
 RESUME_BELOW = 6 << 20
+STOP_ACK_WAIT = 2.0
+"""Seconds :meth:`Dilator.stop` keeps the L2 connection, read and acking, until the peer has
+acknowledged every record we sent (a sender's CLOSE, which follows its last ACKs): written is
+not delivered. Over Tor the bytes sat in the local tor process when the connection was
+closed and the runner's stop removed the onion service that carried it, so the peer's last
+CLOSE never came (integration/test_tor_network.py's durable test)."""
+STOP_CLOSE_WAIT = 1.0
+"""Then seconds for the graceful close (what is still buffered is written) before an abort."""
 
 Prober = Callable[[list[tuple[str, int]], float], "defer.Deferred[bool]"]
 """Dials ``(host, port)`` targets for a path takeover probe (:func:`direct_prober`)."""
@@ -161,6 +170,8 @@ class Dilator:
         self._we_punch = False  # this generation's hints of ours include a punch hint
         if punchover is not None:
             punchover.listen(self._punch_requested)
+        self._stopping: defer.Deferred[None] | None = None
+        self._acked: defer.Deferred[None] | None = None  # stop waits: the peer has it all
         self._act()
 
     # -- from the wormhole -----------------------------------------------------------------------
@@ -257,16 +268,19 @@ class Dilator:
         stream = self._stream = won.stream
         self.description = won.description
         self.generation_count += 1
-        won.hand_over(lambda data: self._data(stream, data), lambda why: self._lost(stream, why))
-        self._reading = self.l3.reading_paused  # the opposite of what we want: apply it
-        self._apply_reading()  # read it at once, unless a subchannel's consumer is full
+        # connected before the first record is read: the bytes held since the handshake
+        # (the peer's re-sent records) may end the transfer, and stop us, within hand_over
         self.gens.connected()
         self.l3.connection_made(self._now())
         self._status(f"connected: {won.description}")
         self._connected.fire(None)
-        self.flush()
-        self._look_for_better_path(won)
         self._tell_path(won.description)
+        self._reading = self.l3.reading_paused  # the opposite of what we want: apply it
+        won.hand_over(lambda data: self._data(stream, data), lambda why: self._lost(stream, why))
+        self._apply_reading()  # read it at once, unless a subchannel's consumer is full
+        self.flush()
+        if stream is self._stream and self._stopping is None:
+            self._look_for_better_path(won)
 
     def _data(self, stream: Any, data: bytes) -> None:
         if stream is not self._stream or self._codec is None or self.l3 is None:
@@ -289,13 +303,15 @@ class Dilator:
         self._codec = None
         assert self.l3 is not None
         self.l3.connection_lost()
-        self._status(f"reconnecting ({why})")
+        if self.gens.state is not m.Gen.STOPPING:
+            self._status(f"reconnecting ({why})")
         self._takeover.lost()
         self._cancel_probe()
         self._arm_takeover()
         self.gens.lost()
         self._act()
         self._tell_path(None)
+        self._check_acked()
 
     def is_connected(self) -> bool:
         """Whether an L2 connection carries L3 now."""
@@ -429,6 +445,15 @@ class Dilator:
         self._arm_timer()
         self.check_pressure()
         self._apply_reading()
+        self._check_acked()
+
+    def _check_acked(self) -> None:
+        """Wake :meth:`stop` once the peer acknowledged all we sent, or the path is gone."""
+        acked = self._acked
+        if acked is not None and (self._stream is None or self.l3 is None
+                                  or not self.l3.owes_acks):
+            self._acked = None
+            acked.callback(None)
 
     # -- inbound flow control ----------------------------------------------------------------------
     def pause_reading(self, scid: int) -> None:
@@ -470,6 +495,9 @@ class Dilator:
 
     def _event(self, event: m.L3Event) -> None:
         match event:
+            case m.Opened(scid, _) if self._stopping is not None:
+                assert self.l3 is not None
+                self.l3.refuse(scid)  # we are ending: nobody will read it
             case m.Opened(scid, subprotocol):
                 sub = self._subs[scid] = SubchannelTransport(self, scid, subprotocol)
                 factory = self._listeners.get(subprotocol)
@@ -536,25 +564,52 @@ class Dilator:
             self.flush()
 
     def stop(self) -> defer.Deferred[None]:
-        if self.gens.state is not m.Gen.STOPPED:
-            self.gens.stop()
-        self._takeover.stop()
-        self._cancel_probe()
-        self._arm_takeover()
+        """End Dilation; fires once the L2 connection is closed and the race stopped.
+
+        As official 0.24's manager (``CONNECTED`` -> ``STOPPING`` -> ``STOPPED``): the
+        connection is closed, not dropped, and the stop ends with its loss. Before the close,
+        the connection is still read (records acked, nothing delivered) until the peer has
+        acknowledged our last records (:data:`STOP_ACK_WAIT`); the race, whose transports
+        may carry the connection (an onion service), stops only after it."""
+        if self._stopping is None:
+            if self.gens.state is not m.Gen.STOPPED:
+                self.gens.stop()
+            self._takeover.stop()
+            self._cancel_probe()
+            self._arm_takeover()
+            if self._timer is not None and self._timer.active():
+                self._timer.cancel()
+            for sub in list(self._subs.values()):
+                if sub.protocol is not None:
+                    sub.protocol.connectionLost(Failure(error.ConnectionLost("dilation stopped")))
+            self._subs.clear()
+            self._stopping = defer.ensureDeferred(self._wind_down())
+            self._stopping.addErrback(lambda f: log.warning("dilation stop: %s", f.value))
+        return once_fired(self._stopping)
+
+    async def _wind_down(self) -> None:
+        stream = self._stream
+        if stream is not None and self.l3 is not None and self.l3.owes_acks:
+            self._acked = acked = defer.Deferred[None]()
+            acked.addTimeout(STOP_ACK_WAIT, self.reactor)
+            with contextlib.suppress(defer.TimeoutError):
+                await acked
+            self._acked = None
+        if stream is not None and stream is self._stream:
+            closed = once_fired(stream.when_closed())
+            stream.close()  # after what L3 wrote (our last ACKs, a subchannel's CLOSE)
+            closed.addTimeout(STOP_CLOSE_WAIT, self.reactor)
+            try:
+                await closed
+            except defer.TimeoutError:
+                abort = getattr(stream, "abort", None)
+                if abort is not None:
+                    abort()
+            if stream is self._stream:  # no word of its loss: it is gone for us all the same
+                self._lost(stream, "dilation stopped")
         if self._timer is not None and self._timer.active():
             self._timer.cancel()
-        for sub in list(self._subs.values()):
-            if sub.protocol is not None:
-                sub.protocol.connectionLost(Failure(error.ConnectionLost("dilation stopped")))
-        self._subs.clear()
-        stream, self._stream = self._stream, None
-        stopped = self._stop_runner()
-        if stream is None:
-            return stopped
-        closing: defer.Deferred[None] = stream.when_closed()
-        stream.close()  # what L3 wrote (a subchannel's CLOSE) leaves first
-        both = defer.gatherResults([stopped, closing], consumeErrors=True)
-        return both.addCallback(lambda _: None)
+        await self._stop_runner()
 
     def _stop_runner(self) -> defer.Deferred[None]:
         if self._race_call is not None and self._race_call.active():
