@@ -219,3 +219,51 @@ def test_the_receivers_address_changes_mid_transfer(lab: Any, tmp_path: Path) ->
     assert digest(dest / src.name) == digest(src)
     assert '"state": "reconnecting"' in receiver.stdout, receiver.describe()
     assert '"state": "connected"' in receiver.stdout, receiver.describe()
+
+
+SILENT_DROP = """table inet durable_silent_drop {
+  chain input { type filter hook input priority 0; ip saddr 198.19.0.4 drop; }
+  chain output { type filter hook output priority 0; ip daddr 198.19.0.4 drop; }
+}
+"""
+"""On hostD: every packet to or from the sender (hostC) vanishes, no reset, no ICMP, as when a
+NAT forgets a mapping or a Wi-Fi link goes dead; the relay (198.19.0.1) stays reachable."""
+
+
+def test_a_direct_path_that_goes_silent_moves_to_the_relay(lab: Any, tmp_path: Path) -> None:
+    """The direct path is dropped by nftables at a third: nothing tells either side, so only
+    Dilation's pings (every 10 s, a path dropped after 20 s without an answer) notice; the
+    next generation cannot reach the sender directly and goes through the relay, and the
+    same two commands finish with the file intact."""
+    import json
+
+    from natlab import MAILBOX, TRANSIT_HELPER
+    from nsproc import hilltop_command
+
+    src = random_file(tmp_path / "src" / "silent.bin", NS_SIZE)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    head = [*hilltop_command(), "--relay-url", MAILBOX, "--transit-helper", TRANSIT_HELPER,
+            "--json"]
+    flags = ["--hide-progress", "--transports", "direct-tcp,relay"]
+    sender = lab.run("hostC", "send", [*head, "send", "--durable", *flags, str(src)],
+                     cwd=tmp_path)
+    code = sender.wait_for(r'"event": "code", "time": [0-9.]+, "code": "([^"]+)"', 30).group(1)
+    receiver = lab.run("hostD", "receive", [*head, "receive", *flags, "--accept-file", code],
+                       cwd=dest)
+    part = dest / f".{src.name}.hilltop-part"
+    deadline = time.monotonic() + 60
+    while not (part.exists() and part.stat().st_size >= NS_SIZE // 3):
+        assert time.monotonic() < deadline, receiver.describe() + sender.describe()
+        assert receiver.proc.poll() is None, receiver.describe() + sender.describe()
+        time.sleep(0.02)
+    lab.exec("hostD", "nft", "-f", "-", stdin=SILENT_DROP)
+    assert receiver.finish(90) == 0, receiver.describe() + sender.describe()
+    assert sender.finish(30) == 0, sender.describe()
+    assert digest(dest / src.name) == digest(src)
+    seen = [event.get("via") or event.get("state")
+            for event in map(json.loads, filter(None, receiver.stdout.splitlines()))
+            if event.get("event") in ("transit_connected", "transit_path")]
+    assert seen[0].startswith("direct-tcp "), seen  # the first generation was direct
+    assert "reconnecting" in seen, seen
+    assert seen[-1].startswith("relay "), seen  # and the relay carried the rest
