@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from durablelab import path_reports, start_durable_pair, wait_for_partial
 from faultkit import ends_cleanly, nothing_visible, wait_until_partial
 from serverkit import ServerProcess
 from transferkit import CountingProxy, digest, random_file
@@ -190,26 +191,13 @@ def test_the_receivers_address_changes_mid_transfer(lab: Any, tmp_path: Path) ->
     are aborted (``ss -K``), as a host that changed networks finds them. The direct path
     dies; the next generation reaches the new address (or the relay) and the same two
     commands finish with the file intact."""
-    from natlab import MAILBOX, TRANSIT_HELPER
-    from nsproc import hilltop_command
-
     src = random_file(tmp_path / "src" / "moving.bin", NS_SIZE)
     dest = tmp_path / "dest"
     dest.mkdir()
-    head = [*hilltop_command(), "--relay-url", MAILBOX, "--transit-helper", TRANSIT_HELPER,
-            "--json"]
-    flags = ["--hide-progress", "--transports", "direct-tcp,relay"]
-    sender = lab.run("hostC", "send", [*head, "send", "--durable", *flags, str(src)],
-                     cwd=tmp_path)
-    code = sender.wait_for(r'"event": "code", "time": [0-9.]+, "code": "([^"]+)"', 30).group(1)
-    receiver = lab.run("hostD", "receive", [*head, "receive", *flags, "--accept-file", code],
-                       cwd=dest)
+    sender, receiver = start_durable_pair(lab, "hostC", "hostD", src, dest,
+                                          "direct-tcp,relay")
     part = dest / f".{src.name}.hilltop-part"
-    deadline = time.monotonic() + 60
-    while not (part.exists() and part.stat().st_size >= NS_SIZE // 3):
-        assert time.monotonic() < deadline, receiver.describe() + sender.describe()
-        assert receiver.proc.poll() is None, receiver.describe() + sender.describe()
-        time.sleep(0.02)
+    wait_for_partial(part, NS_SIZE // 3, receiver, sender)
     # in this order: deleting a primary address takes its secondaries with it
     lab.exec("hostD", "ip", "addr", "del", "198.19.0.5/24", "dev", "eth0")
     lab.exec("hostD", "ip", "addr", "add", "198.19.0.6/24", "dev", "eth0")
@@ -235,35 +223,18 @@ def test_a_direct_path_that_goes_silent_moves_to_the_relay(lab: Any, tmp_path: P
     Dilation's pings (every 10 s, a path dropped after 20 s without an answer) notice; the
     next generation cannot reach the sender directly and goes through the relay, and the
     same two commands finish with the file intact."""
-    import json
-
-    from natlab import MAILBOX, TRANSIT_HELPER
-    from nsproc import hilltop_command
-
     src = random_file(tmp_path / "src" / "silent.bin", NS_SIZE)
     dest = tmp_path / "dest"
     dest.mkdir()
-    head = [*hilltop_command(), "--relay-url", MAILBOX, "--transit-helper", TRANSIT_HELPER,
-            "--json"]
-    flags = ["--hide-progress", "--transports", "direct-tcp,relay"]
-    sender = lab.run("hostC", "send", [*head, "send", "--durable", *flags, str(src)],
-                     cwd=tmp_path)
-    code = sender.wait_for(r'"event": "code", "time": [0-9.]+, "code": "([^"]+)"', 30).group(1)
-    receiver = lab.run("hostD", "receive", [*head, "receive", *flags, "--accept-file", code],
-                       cwd=dest)
+    sender, receiver = start_durable_pair(lab, "hostC", "hostD", src, dest,
+                                          "direct-tcp,relay")
     part = dest / f".{src.name}.hilltop-part"
-    deadline = time.monotonic() + 60
-    while not (part.exists() and part.stat().st_size >= NS_SIZE // 3):
-        assert time.monotonic() < deadline, receiver.describe() + sender.describe()
-        assert receiver.proc.poll() is None, receiver.describe() + sender.describe()
-        time.sleep(0.02)
+    wait_for_partial(part, NS_SIZE // 3, receiver, sender)
     lab.exec("hostD", "nft", "-f", "-", stdin=SILENT_DROP)
     assert receiver.finish(90) == 0, receiver.describe() + sender.describe()
     assert sender.finish(30) == 0, sender.describe()
     assert digest(dest / src.name) == digest(src)
-    seen = [event.get("via") or event.get("state")
-            for event in map(json.loads, filter(None, receiver.stdout.splitlines()))
-            if event.get("event") in ("transit_connected", "transit_path")]
+    seen = [path for path, _time in path_reports(receiver.stdout)]
     assert seen[0].startswith("direct-tcp "), seen  # the first generation was direct
     assert "reconnecting" in seen, seen
     assert seen[-1].startswith("relay "), seen  # and the relay carried the rest

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_durable_takeover import paths
+from durablelab import path_reports, start_durable_pair, wait_for_partial
 from transferkit import digest, random_file
 
 from hilltop.rendezvous.capabilities import DURABLE, FEATURES
@@ -88,26 +88,13 @@ def punched_counter(lab: Any) -> tuple[int, int]:
 
 
 def test_a_punched_path_takes_over_from_the_relay(lab: Any, tmp_path: Path) -> None:
-    from natlab import MAILBOX, TRANSIT_HELPER
-    from nsproc import hilltop_command
-
     src = random_file(tmp_path / "src" / "punchover.bin", SIZE)
     dest = tmp_path / "dest"
     dest.mkdir()
-    head = [*hilltop_command(), "--relay-url", MAILBOX, "--transit-helper", TRANSIT_HELPER,
-            "--json"]
-    flags = ["--hide-progress", "--transports", "direct-tcp,tcp-punch,relay"]
-    sender = lab.run("hostA", "send", [*head, "send", "--durable", *flags, str(src)],
-                     cwd=tmp_path)
-    code = sender.wait_for(r'"event": "code", "time": [0-9.]+, "code": "([^"]+)"', 30).group(1)
-    receiver = lab.run("hostB", "receive", [*head, "receive", *flags, "--accept-file", code],
-                       cwd=dest)
+    sender, receiver = start_durable_pair(lab, "hostA", "hostB", src, dest,
+                                          "direct-tcp,tcp-punch,relay")
     part = dest / f".{src.name}.hilltop-part"
-    deadline = time.monotonic() + 60
-    while not (part.exists() and part.stat().st_size >= UNBLOCK_AT):
-        assert time.monotonic() < deadline, receiver.describe() + sender.describe()
-        assert receiver.proc.poll() is None, receiver.describe() + sender.describe()
-        time.sleep(0.02)
+    wait_for_partial(part, UNBLOCK_AT, receiver, sender)
     assert punched_counter(lab)[1] == 0, "data crossed the blocked path"
     for host in BLOCKED:
         lab.exec(host, "nft", "delete", "table", "inet", "punch_block")
@@ -122,7 +109,7 @@ def test_a_punched_path_takes_over_from_the_relay(lab: Any, tmp_path: Path) -> N
     assert sender.finish(30) == 0, sender.describe()
     assert digest(dest / src.name) == digest(src)
 
-    reports = paths(receiver.stdout)
+    reports = path_reports(receiver.stdout)
     seen = [path for path, _time in reports]
     assert len(seen) >= 3, receiver.describe() + sender.describe()
     assert seen[0].startswith("relay "), seen  # the relay won the first generation

@@ -11,7 +11,6 @@ table what it carried; together they say how much crossed twice.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from durablelab import path_reports, start_durable_pair, wait_for_partial
 from transferkit import digest, random_file
 
 from hilltop.rendezvous.capabilities import DURABLE, FEATURES
@@ -80,40 +80,14 @@ def direct_counter(lab: Any) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
-def paths(stdout: str) -> list[tuple[str, float]]:
-    """The receiver's path reports in order (transit_connected, then transit_path events):
-    the path, or "reconnecting", and the event's time."""
-    out = []
-    for line in stdout.splitlines():
-        if not line.startswith("{"):
-            continue
-        event = json.loads(line)
-        if event.get("event") in ("transit_connected", "transit_path"):
-            out.append((event.get("via") or event.get("state"), float(event["time"])))
-    return out
-
-
 def test_a_direct_path_takes_over_from_the_relay(lab: Any, tmp_path: Path) -> None:
-    from natlab import MAILBOX, TRANSIT_HELPER
-    from nsproc import hilltop_command
-
     src = random_file(tmp_path / "src" / "takeover.bin", SIZE)
     dest = tmp_path / "dest"
     dest.mkdir()
-    head = [*hilltop_command(), "--relay-url", MAILBOX, "--transit-helper", TRANSIT_HELPER,
-            "--json"]
-    flags = ["--hide-progress", "--transports", "direct-tcp,relay"]
-    sender = lab.run("hostC", "send", [*head, "send", "--durable", *flags, str(src)],
-                     cwd=tmp_path)
-    code = sender.wait_for(r'"event": "code", "time": [0-9.]+, "code": "([^"]+)"', 30).group(1)
-    receiver = lab.run("hostD", "receive", [*head, "receive", *flags, "--accept-file", code],
-                       cwd=dest)
+    sender, receiver = start_durable_pair(lab, "hostC", "hostD", src, dest,
+                                          "direct-tcp,relay")
     part = dest / f".{src.name}.hilltop-part"
-    deadline = time.monotonic() + 60
-    while not (part.exists() and part.stat().st_size >= UNBLOCK_AT):
-        assert time.monotonic() < deadline, receiver.describe() + sender.describe()
-        assert receiver.proc.poll() is None, receiver.describe() + sender.describe()
-        time.sleep(0.02)
+    wait_for_partial(part, UNBLOCK_AT, receiver, sender)
     assert direct_counter(lab)[1] == 0, "data crossed the blocked path"
     lab.exec("hostD", "nft", "delete", "table", "inet", "takeover_block")
     unblocked = time.monotonic()
@@ -127,7 +101,7 @@ def test_a_direct_path_takes_over_from_the_relay(lab: Any, tmp_path: Path) -> No
     assert sender.finish(30) == 0, sender.describe()
     assert digest(dest / src.name) == digest(src)
 
-    reports = paths(receiver.stdout)
+    reports = path_reports(receiver.stdout)
     seen = [path for path, _time in reports]
     assert len(seen) >= 3, receiver.describe()
     assert seen[0].startswith("relay "), seen  # the relay won the first generation
