@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dilation_race import InstantRace
 from twisted.internet import defer
 from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import Clock
@@ -121,23 +122,10 @@ class Won:
             on_data(held)
 
 
-class Race:
+class Race(InstantRace):
     def __init__(self, won: Won) -> None:
-        self.won = won
-        self.stopped_with_path_open = None
-
-        class _T:
-            @staticmethod
-            def hint_types() -> list[str]:
-                return []
-
-        self.transports = _T()
-
-    def our_hints(self) -> defer.Deferred[list[Any]]:
-        return defer.succeed([])
-
-    def connect(self, hints: Any) -> defer.Deferred[Won]:
-        return defer.succeed(self.won)
+        super().__init__(won)
+        self.stopped_with_path_open: bool | None = None
 
     def stop(self) -> defer.Deferred[None]:
         # an onion service or a relay session of this race may carry the path

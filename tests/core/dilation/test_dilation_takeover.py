@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from dilation_race import InstantRace
 from twisted.internet import defer
 from twisted.internet.task import Clock
 
@@ -236,25 +237,7 @@ class Won:
         self.stream.on_lost = on_lost
 
 
-class Race:
-    def __init__(self, won: Won) -> None:
-        self.won = won
-
-        class _T:
-            @staticmethod
-            def hint_types() -> list[str]:
-                return []
-
-        self.transports = _T()
-
-    def our_hints(self) -> defer.Deferred[list[Any]]:
-        return defer.succeed([])
-
-    def connect(self, hints: Any) -> defer.Deferred[Won]:
-        return defer.succeed(self.won)
-
-    def stop(self) -> defer.Deferred[None]:
-        return defer.succeed(None)
+Race = InstantRace
 
 
 class Prober:
