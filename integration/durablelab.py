@@ -9,6 +9,8 @@ once.
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -56,3 +58,13 @@ def path_reports(stdout: str) -> list[tuple[str, float]]:
         if event.get("event") in ("transit_connected", "transit_path"):
             out.append((event.get("via") or event.get("state"), float(event["time"])))
     return out
+
+
+def nft_counter(lab: Any, host: str, table: str) -> tuple[int, int]:
+    """Packets and bytes of the one counter in nftables table ``inet TABLE`` on ``host`` (the
+    takeover tests count what crossed the path they blocked and then opened)."""
+    out = subprocess.run(["ip", "netns", "exec", lab.ns(host), "nft", "list", "table", "inet",
+                          table], capture_output=True, text=True, check=True, timeout=10).stdout
+    m = re.search(r"counter packets (\d+) bytes (\d+)", out)
+    assert m, out
+    return int(m.group(1)), int(m.group(2))

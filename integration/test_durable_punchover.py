@@ -22,16 +22,14 @@ state from the blocked race and the takeover's punch meets the NATs as a first p
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from durablelab import path_reports, start_durable_pair, wait_for_partial
+from durablelab import nft_counter, path_reports, start_durable_pair, wait_for_partial
 from transferkit import digest, random_file
 
 from hilltop.rendezvous.capabilities import DURABLE, FEATURES
@@ -79,12 +77,7 @@ def lab(tmp_path: Path, peers_venv: Path) -> Iterator[Any]:
 
 def punched_counter(lab: Any) -> tuple[int, int]:
     """Packets and bytes hostB received from natA's public address (not SYN or RST)."""
-    out = subprocess.run(["ip", "netns", "exec", lab.ns("hostB"), "nft", "list", "table",
-                          "inet", "punch_count"], capture_output=True, text=True,
-                         check=True, timeout=10).stdout
-    m = re.search(r"counter packets (\d+) bytes (\d+)", out)
-    assert m, out
-    return int(m.group(1)), int(m.group(2))
+    return nft_counter(lab, "hostB", "punch_count")
 
 
 def test_a_punched_path_takes_over_from_the_relay(lab: Any, tmp_path: Path) -> None:

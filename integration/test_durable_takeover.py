@@ -12,16 +12,14 @@ table what it carried; together they say how much crossed twice.
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from durablelab import path_reports, start_durable_pair, wait_for_partial
+from durablelab import nft_counter, path_reports, start_durable_pair, wait_for_partial
 from transferkit import digest, random_file
 
 from hilltop.rendezvous.capabilities import DURABLE, FEATURES
@@ -72,12 +70,7 @@ def lab(tmp_path: Path, peers_venv: Path) -> Iterator[Any]:
 
 def direct_counter(lab: Any) -> tuple[int, int]:
     """Packets and bytes hostD received straight from hostC (not SYN or RST)."""
-    out = subprocess.run(["ip", "netns", "exec", lab.ns("hostD"), "nft", "list", "table",
-                          "inet", "takeover_count"], capture_output=True, text=True,
-                         check=True, timeout=10).stdout
-    m = re.search(r"counter packets (\d+) bytes (\d+)", out)
-    assert m, out
-    return int(m.group(1)), int(m.group(2))
+    return nft_counter(lab, "hostD", "takeover_count")
 
 
 def test_a_direct_path_takes_over_from_the_relay(lab: Any, tmp_path: Path) -> None:
