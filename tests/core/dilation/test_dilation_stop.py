@@ -138,6 +138,13 @@ class Sent(list[bytes]):
         return [wire.parse(data) for data in self]
 
 
+def assert_stopped_for_good(clock: Clock, dilator: Dilator, sent: Sent) -> None:
+    """The stop's end state: STOPPED, no ``reconnect`` sent, no timer left behind."""
+    assert dilator.gens.state is m.Gen.STOPPED
+    assert not any(isinstance(msg, wire.Reconnect) for msg in sent.messages())
+    assert not clock.getDelayedCalls()
+
+
 def a_finished_transfer() -> tuple[Clock, Dilator, Path, Race, m.L3, Sent]:
     """We (the leader, as a sender) opened a subchannel; the peer wrote its final data and
     closed it; we acked both and answered with our CLOSE, which is still in flight."""
@@ -181,9 +188,7 @@ def test_stop_closes_the_path_once_the_peer_acknowledged_our_last_records() -> N
     path.gone()  # the graceful close completes
     assert stopped.called
     assert race.stopped_with_path_open is False  # the race stopped after the path closed
-    assert dilator.gens.state is m.Gen.STOPPED
-    assert not any(isinstance(msg, wire.Reconnect) for msg in sent.messages())
-    assert not clock.getDelayedCalls()
+    assert_stopped_for_good(clock, dilator, sent)
 
 
 def test_a_silent_peer_holds_the_stop_only_until_its_deadlines() -> None:
@@ -195,9 +200,7 @@ def test_a_silent_peer_holds_the_stop_only_until_its_deadlines() -> None:
     assert path.closed and not path.aborted and not stopped.called
     clock.advance(STOP_CLOSE_WAIT)  # the close does not finish: abort
     assert path.aborted and stopped.called
-    assert dilator.gens.state is m.Gen.STOPPED
-    assert not any(isinstance(msg, wire.Reconnect) for msg in sent.messages())
-    assert not clock.getDelayedCalls()
+    assert_stopped_for_good(clock, dilator, sent)
 
 
 def test_a_path_lost_while_stopping_ends_the_stop_without_a_reconnect() -> None:
@@ -205,9 +208,7 @@ def test_a_path_lost_while_stopping_ends_the_stop_without_a_reconnect() -> None:
     stopped = dilator.stop()
     path.gone()
     assert stopped.called and race.stopped_with_path_open is True  # nothing left to carry
-    assert dilator.gens.state is m.Gen.STOPPED
-    assert not any(isinstance(msg, wire.Reconnect) for msg in sent.messages())
-    assert not clock.getDelayedCalls()
+    assert_stopped_for_good(clock, dilator, sent)
 
 
 def test_stop_with_nothing_owed_closes_at_once() -> None:
