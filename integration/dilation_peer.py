@@ -88,20 +88,28 @@ class Client(Protocol):
         self.factory.done.callback(None)  # type: ignore[attr-defined]
 
 
+async def tor_from_environment(reactor: Any, options: TransitOptions
+                               ) -> tuple[Any, TransitOptions, dict[str, Any]]:
+    """With ``HILLTOP_TOR_CONTROL=ENDPOINT``, the mailbox and every connection through that
+    Tor (as ``--tor-control-port``): its manager (to close), the options under ``--tor``, and
+    the Wormhole's keyword arguments; without it, ``(None, options, {})``. Shared with
+    integration/durable_sender.py."""
+    if not os.environ.get("HILLTOP_TOR_CONTROL"):
+        return None, options, {}
+    from hilltop.cli.tor import start_tor
+    from hilltop.tor.settings import TorSettings
+
+    manager, options = await start_tor(
+        reactor, TorSettings(control_port=os.environ["HILLTOP_TOR_CONTROL"]), options)
+    return manager, options, {"endpoint_factory": manager.endpoint_factory}
+
+
 async def main(reactor: Any, url: str, code: str, mode: str, *rest: str) -> None:
     helpers = [r for r in rest if r.startswith("tcp:")]
     only = os.environ.get("HILLTOP_TRANSPORTS")
     options = TransitOptions(transit_helpers=helpers,
                              transports=only.split(",") if only else None)
-    extra: dict[str, Any] = {}
-    manager: Any = None
-    if os.environ.get("HILLTOP_TOR_CONTROL"):
-        from hilltop.cli.tor import start_tor
-        from hilltop.tor.settings import TorSettings
-
-        manager, options = await start_tor(
-            reactor, TorSettings(control_port=os.environ["HILLTOP_TOR_CONTROL"]), options)
-        extra["endpoint_factory"] = manager.endpoint_factory
+    manager, options, extra = await tor_from_environment(reactor, options)
     w = Wormhole(APPID, url, reactor=reactor, dilation=True, **extra)
     w.set_code(code)
     dilated = w.dilate(transit=options)

@@ -19,6 +19,7 @@ import os
 import sys
 from typing import Any
 
+from dilation_peer import tor_from_environment
 from twisted.internet import defer, task
 
 from hilltop import TransitOptions, install_asyncio_reactor
@@ -33,15 +34,7 @@ async def main(reactor: Any, url: str, code: str, path: str, drop_after: str) ->
     only = os.environ.get("HILLTOP_TRANSPORTS")
     options = TransitOptions(transports=only.split(",") if only else None, durable=True,
                              reconnect_grace=60.0)
-    extra: dict[str, Any] = {}
-    manager: Any = None
-    if os.environ.get("HILLTOP_TOR_CONTROL"):
-        from hilltop.cli.tor import start_tor
-        from hilltop.tor.settings import TorSettings
-
-        manager, options = await start_tor(
-            reactor, TorSettings(control_port=os.environ["HILLTOP_TOR_CONTROL"]), options)
-        extra["endpoint_factory"] = manager.endpoint_factory
+    manager, options, extra = await tor_from_environment(reactor, options)
     from hilltop import __version__
 
     w = Wormhole(relay_url=url, reactor=reactor, dilation=True,
