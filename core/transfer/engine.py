@@ -601,9 +601,8 @@ class TransferEngine:
             self._emit(ReadMessage())
 
     def _inline_answer(self, msg: offers.AppMessage) -> None:
-        if isinstance(msg, offers.ErrorMsg):
-            verb = "refused" if msg.text == REJECTED else "could not save"
-            self._fail(PeerRejectedError(f"the receiver {verb} the file: {msg.text}"))
+        if isinstance(msg, offers.ErrorMsg):  # a refusal, or why it could not save the file
+            self._fail(PeerRejectedError(f"the receiver refused the transfer: {msg.text}"))
         elif isinstance(msg, offers.InlineAck):
             if msg.sha256 != self._digest:
                 self._fail(TransferError(

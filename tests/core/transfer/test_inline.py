@@ -179,12 +179,13 @@ def test_a_receiver_that_could_not_save_tells_the_sender() -> None:
     s.message(told.data, 1.0)
     (end,) = s.actions()
     assert isinstance(end, eng.Failed) and isinstance(end.error, PeerRejectedError)
-    assert "could not save the file: No space left" in str(end.error)
+    assert "refused the transfer: No space left" in str(end.error)
 
 
 @pytest.mark.parametrize(("answer", "error", "why"), [
     (offers.InlineAck("cd" * 32).to_wire(), TransferError, "SHA-256 mismatch"),
-    (offers.ErrorMsg(eng.REJECTED).to_wire(), PeerRejectedError, "refused the file"),
+    (offers.ErrorMsg(eng.REJECTED).to_wire(), PeerRejectedError,
+     "refused the transfer: transfer rejected"),
     (offers.Answer(offers.FILE_ACK).to_wire(), ProtocolError, "as if it were to come"),
 ])
 def test_the_sender_checks_the_answer(answer: bytes, error: type, why: str) -> None:
