@@ -5,15 +5,18 @@ test_interop_files.py (its ``empty`` payload both ways)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from test_dump_timing import MILESTONES, timeline
 from test_json_events import kinds, validated
 
 if TYPE_CHECKING:
     from conftest import Peer, Peers
 
+HERE = Path(__file__).resolve().parent
 LIMIT = 16 * 1024  # hilltop.transfer.offers.INLINE_LIMIT
 CODE_EVENT = r'"event": "code"'
 
@@ -30,8 +33,8 @@ def transfer(peers: Peers, tmp_path: Path, code: str, data: bytes, *, receiver_f
         return peers.hilltop("--json", "send", *send_flags, "--code", code, str(source))
 
     def receiver() -> Peer:
-        return peers.hilltop("--json", "receive", "--accept-file", *receive_flags, code,
-                             cwd=dest)
+        return peers.hilltop("--json", "--dump-timing", str(tmp_path / "timing.json"),
+                             "receive", "--accept-file", *receive_flags, code, cwd=dest)
 
     first = receiver() if receiver_first else sender()
     first.wait_for_line(CODE_EVENT, 30)
@@ -57,6 +60,8 @@ def test_a_small_file_goes_through_the_mailbox(peers: Peers, tmp_path: Path, fre
         assert connected["via"] == "mailbox"
         assert events[-1] == {**events[-1], "event": "done", "via": "mailbox", "bytes": 3}
     assert r_events[-1]["path"] == str(path)
+    names = [e["name"] for e in timeline(tmp_path / "timing.json")]
+    assert [n for n in names if n in MILESTONES] == MILESTONES, names  # --dump-timing works
 
 
 @pytest.mark.parametrize("case", ["over-the-limit", "sender-transports", "receiver-transports"])
@@ -71,3 +76,29 @@ def test_transit_where_inline_does_not_apply(peers: Peers, tmp_path: Path, fresh
     for events in (s_events, r_events):
         assert "transit_attempt" in kinds(events), events
         assert events[-1]["via"].startswith("direct-tcp "), events[-1]
+
+
+@pytest.mark.parametrize("listed", [True, False], ids=["library-sender", "older-hilltop"])
+def test_the_library_sender_takes_the_same_path(peers: Peers, tmp_path: Path, fresh_code: str,
+                                                mailbox_url: str, transit_helper: str,
+                                                listed: bool) -> None:
+    """The library's send (``hilltop.transfer.session.send``, as ``Wormhole.send_file``)
+    decides as the CLI does; a hilltop peer that does not list the feature gets transit."""
+    from hilltop.rendezvous.capabilities import FEATURES, INLINE
+
+    source = tmp_path / "small.bin"
+    source.write_bytes(b"from the library\n")
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    features = ",".join(f for f in FEATURES if listed or f != INLINE)
+    s = peers.run("library-sender", [sys.executable, str(HERE / "feature_sender.py"),
+                                     mailbox_url, transit_helper, fresh_code, str(source),
+                                     features],
+                  relay_url=mailbox_url, transit_helper=transit_helper)
+    received = peers.hilltop("--json", "receive", "--accept-file", fresh_code,
+                             cwd=dest).finish(60)
+    sent = s.finish(60)
+    assert received.returncode == 0 and sent.returncode == 0, received.describe()
+    assert (dest / source.name).read_bytes() == source.read_bytes()
+    done = validated(received.stdout)[-1]
+    assert (done["via"] == "mailbox") is listed, done
