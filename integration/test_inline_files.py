@@ -102,3 +102,28 @@ def test_the_library_sender_takes_the_same_path(peers: Peers, tmp_path: Path, fr
     assert (dest / source.name).read_bytes() == source.read_bytes()
     done = validated(received.stdout)[-1]
     assert (done["via"] == "mailbox") is listed, done
+
+
+@pytest.mark.parametrize(("mode", "why"), [
+    ("unlisted", "did not list inline-file-v1"),
+    ("long", "inline file of 4 bytes that says it has 3"),
+    ("huge", "over the 16384 an offer may carry"),
+    ("garbage", "data is not base64"),
+])
+def test_a_hostile_inline_offer_ends_the_receive_cleanly(peers: Peers, tmp_path: Path,
+                                                         fresh_code: str, mailbox_url: str,
+                                                         mode: str, why: str) -> None:
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    s = peers.run("hostile-inline", [sys.executable, str(HERE / "hostile_inline_sender.py"),
+                                     mailbox_url, fresh_code, mode], relay_url=mailbox_url)
+    flags = ("--transports", "direct-tcp") if mode == "unlisted" else ()
+    received = peers.hilltop("receive", "--accept-file", *flags, fresh_code,
+                             cwd=dest).finish(60)
+    sent = s.finish(60)
+    assert received.returncode == 1, received.describe()
+    assert "Traceback" not in received.stderr, received.describe()
+    [line] = [ln for ln in received.stderr.splitlines() if ln.startswith("ERROR:")]
+    assert why in line, received.describe()
+    assert list(dest.iterdir()) == []
+    assert '"error"' in sent.stdout, sent.describe()  # the sender was told

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from pathlib import Path
 
 import pytest
 
@@ -194,3 +195,21 @@ def test_the_sender_checks_the_answer(answer: bytes, error: type, why: str) -> N
     (end,) = s.actions()
     assert isinstance(end, eng.Failed) and isinstance(end.error, error)
     assert why in str(end.error)
+
+
+# --- the sender's early guess, before the file is opened (session) ---------------------------
+def test_the_early_guess_looks_at_the_path(tmp_path: Path) -> None:
+    from hilltop.transfer import session
+
+    small, big = tmp_path / "small", tmp_path / "big"
+    small.write_bytes(b"x" * INLINE_LIMIT)
+    big.write_bytes(b"x" * (INLINE_LIMIT + 1))
+    assert session.may_go_inline(str(small), TransitOptions())
+    assert not session.may_go_inline(str(small), TransitOptions(transports=["relay"]))
+    assert not session.may_go_inline(str(big), TransitOptions())
+    assert not session.may_go_inline(str(tmp_path), TransitOptions())  # a folder
+    assert not session.may_go_inline(str(tmp_path / "missing"), TransitOptions())
+    assert not session.may_go_inline(None, TransitOptions())
+    with session.open_source(str(small)) as source:
+        assert session.inline_eligible(source, TransitOptions())
+        assert session.read_inline(source) == b"x" * INLINE_LIMIT
