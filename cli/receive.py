@@ -9,13 +9,10 @@ import click
 from twisted.internet.defer import CancelledError
 
 from hilltop import api
-from hilltop.cli import codeinput, events, output, pipes, prompts, timing
+from hilltop.cli import events, output, pipes, prompts, timing
 from hilltop.cli import lan as cli_lan
 from hilltop.cli.common import GlobalOptions, close_quietly, run, zero_mode_code
-from hilltop.cli.completion import complete_code
 from hilltop.cli.debugstate import debug_state_flag
-from hilltop.cli.offerlines import describe_offer, offer_kind, show_resume
-from hilltop.cli.progress import transfer_progress
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
 from hilltop.cli.transitopts import (
     app_versions,
@@ -30,7 +27,10 @@ from hilltop.errors import HilltopError, RejectedError
 from hilltop.transfer import session
 from hilltop.units import readable_size
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the code prompt, its completer and a file's progress: loaded at their use,
+    # as a text with a given code needs none of them (bench/README.md, "Sixth session")
+    from click.shell_completion import CompletionItem
+
     from hilltop.cli.progress import TransferProgress
 
 
@@ -41,8 +41,15 @@ not come 1 s after the code was set, typed or allocated, so a receiver that went
 not sit there silent; a sender already waiting is usually met well within that second."""
 
 
+def _complete_code(ctx: click.Context, param: click.Parameter,
+                   incomplete: str) -> list[CompletionItem]:
+    from hilltop.cli.completion import complete_code
+
+    return complete_code(ctx, param, incomplete)
+
+
 @click.command()
-@click.argument("code", nargs=-1, metavar="[CODE]...", shell_complete=complete_code)
+@click.argument("code", nargs=-1, metavar="[CODE]...", shell_complete=_complete_code)
 @click.option("-c", "--code-length", default=2, show_default=True, metavar="NUMWORDS",
               type=click.IntRange(1, 32),
               help="number of words expected in the code, or allocated with --allocate")
@@ -129,8 +136,12 @@ def receive(opts: GlobalOptions, code: tuple[str, ...], code_length: int, alloca
             if found is not None:
                 await cli_lan.announce_connected(reactor, w, found)
         elif allocate:
+            from hilltop.cli import codeinput
+
             await codeinput.allocate_code(w, code_length)  # emits the code event
         else:
+            from hilltop.cli import codeinput
+
             events.emit("code", code=await codeinput.read_code(reactor, w, code_length))
         waiting = reactor.callLater(WAITING_NOTICE_SECONDS, events.human, WAITING_NOTICE)
         try:
@@ -196,6 +207,8 @@ async def _receive(reactor: Any, w: api.Wormhole, choices: _Choices) -> int:
 
 async def _ask(reactor: Any, prepared: session.Prepared, choices: _Choices) -> None:
     """Show the offer and ask the user (unless ``--accept-file``)."""
+    from hilltop.cli.offerlines import describe_offer
+
     offer = prepared.offer
     if isinstance(offer, session.FilesOffer):
         from hilltop.cli.several import describe_files
@@ -225,6 +238,8 @@ async def _ask(reactor: Any, prepared: session.Prepared, choices: _Choices) -> N
 
 
 def _listener(shown: TransferProgress, progress: Any = None) -> session.Listener:
+    from hilltop.cli.offerlines import show_resume
+
     return session.Listener(
         on_connected=lambda desc: shown.connected(f"Receiving (->{desc})...", desc),
         progress=progress or shown.update,
@@ -235,6 +250,9 @@ def _listener(shown: TransferProgress, progress: Any = None) -> session.Listener
 
 async def _receive_file(incoming: session.Incoming, prepared: session.Prepared, sink: Any,
                         choices: _Choices) -> int:
+    from hilltop.cli.offerlines import offer_kind
+    from hilltop.cli.progress import transfer_progress
+
     offer = prepared.offer
     size = prepared.size or 0
     restart = getattr(sink, "restart_reason", "")
@@ -264,6 +282,8 @@ async def _receive_stream(incoming: session.Incoming, prepared: session.Prepared
                           choices: _Choices) -> int:
     """A stream of unknown length (``stream-v1``): to stdout, or to a file like any other,
     which gets its name only once the sender's end marker and trailer arrived."""
+    from hilltop.cli.progress import transfer_progress
+
     with transfer_progress(None, choices.hide_progress) as shown:
         trailer = await incoming.receive(sink, choices.options, listener=_listener(shown))
         shown.done("Received", kind="stream",

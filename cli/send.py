@@ -14,8 +14,6 @@ from hilltop.cli import events, output, pipes, prompts, timing
 from hilltop.cli import lan as cli_lan
 from hilltop.cli.common import GlobalOptions, close_quietly, exit_with, run, zero_mode_code
 from hilltop.cli.debugstate import debug_state_flag
-from hilltop.cli.offerlines import describe_offer, offer_kind, show_resume
-from hilltop.cli.progress import transfer_progress
 from hilltop.cli.tor import start_tor, tor_chosen, tor_flags
 from hilltop.cli.transitopts import (
     app_versions,
@@ -33,7 +31,7 @@ from hilltop.transit.options import TransitOptions
 from hilltop.units import readable_size
 
 if TYPE_CHECKING:  # imported where a file is sent: a text message needs none of it
-    from hilltop.transfer.session import Source
+    from hilltop.transfer.session import Source  # (nor offerlines and progress: _send_file)
 
 VERIFY_REJECTED = "sender rejected verification check, abandoned transfer"
 """The ``error`` text official 0.24 sends when its user answers "no" to the verifier; official
@@ -309,6 +307,9 @@ async def _send_text(reactor: Any, w: api.Wormhole, text: str,
 async def _send_file(reactor: Any, w: api.Wormhole, source: Source,
                      options: TransitOptions, how: Announcement,
                      hide_progress: bool) -> int:
+    from hilltop.cli.offerlines import describe_offer, offer_kind, show_resume
+    from hilltop.cli.progress import transfer_progress
+
     for skipped in source.skipped:
         output.status(f"left out (unreadable): {skipped}")
     events.offer("send", source.offer, f"Sending {describe_offer(source.offer)}")

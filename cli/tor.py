@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from hilltop.cli import output
-from hilltop.tor.settings import TorSettings, TorTransitSettings
-from hilltop.transit.options import TransitOptions
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # loaded only when a Tor flag was given (bench/README.md, "Sixth session")
     from hilltop.tor.manager import TorManager
+    from hilltop.tor.settings import TorSettings
+    from hilltop.transit.options import TransitOptions
 
 _KEY = "hilltop.tor.manager"
 
@@ -53,6 +53,8 @@ def tor_chosen() -> TorSettings | None:
         return None
     if sum(bool(got.get(k)) for k in ("launch_tor", "tor_control_port", "tor_socks")) > 1:
         raise click.UsageError("give only one of --launch-tor, --tor-control-port, --tor-socks")
+    from hilltop.tor.settings import TorSettings
+
     return TorSettings(launch=bool(got.get("launch_tor")),
                        control_port=got.get("tor_control_port"),
                        socks=got.get("tor_socks"))
@@ -61,6 +63,7 @@ def tor_chosen() -> TorSettings | None:
 async def start_tor(reactor: Any, settings: TorSettings,
                     options: TransitOptions) -> tuple[TorManager, TransitOptions]:
     from hilltop.tor.manager import TorManager
+    from hilltop.tor.settings import TorTransitSettings
 
     manager = TorManager(reactor, settings)
     await manager.ready()

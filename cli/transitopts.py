@@ -226,15 +226,15 @@ def relay_choices(given: Sequence[str]) -> tuple[list[str], RelaySettings]:
     the public relay; an empty value means none. Each is checked now, so a typo costs no
     rendezvous."""
     from hilltop.api import TRANSIT_HELPER
-    from hilltop.hints import parse_transit_helper
+    from hilltop.transit.relayaddress import helper_endpoints
     from hilltop.transit.relayconfig import read_relay_config
 
     try:
         config = read_relay_config()
         chosen = given or config.helpers
         helpers = [h for h in (chosen if chosen is not None else [TRANSIT_HELPER]) if h]
-        for helper in helpers:
-            parse_transit_helper(helper)
+        for helper in helpers:  # its syntax only: the hints are built if transit runs
+            helper_endpoints(helper)
     except HilltopError as err:
         raise click.UsageError(str(err)) from None
     return helpers, config.settings

@@ -13,14 +13,14 @@ caller says which types are claimed, so this module stays free of plugin machine
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Collection
 from types import ModuleType
 from typing import Any
 
-from hilltop.errors import LocalError, MalformedHintError
+from hilltop.errors import MalformedHintError
 from hilltop.hints import direct_tcp_v1, raw, relay_v1, tcp_punch_v1, tor_tcp_v1, websocket_v1
 from hilltop.hints.raw import RawHint
+from hilltop.transit.relayaddress import HELPER_USAGE, helper_endpoints
 
 log = logging.getLogger(__name__)
 
@@ -63,52 +63,14 @@ def hints_to_wire(hints: list[Hint]) -> list[dict[str, Any]]:
     return [h.to_wire() for h in hints]
 
 
-_HELPER = re.compile(
-    r"^tcp:(?:\[(?P<v6>[^\]]+)\]|(?P<host>[^:\[\]]+)):(?P<port>\d+)(?P<rest>(?::.*)?)$"
-)
-
-
 def parse_transit_helper(text: str) -> relay_v1.Hint:
     """Parse one ``--transit-helper``: one relay, reached at one or more comma-separated
-    endpoints, each ``tcp:HOST:PORT[:priority=F]`` (IPv6 hosts in brackets) or a WebSocket
-    URL ``ws://HOST[:PORT]/PATH`` / ``wss://...``.
+    endpoints (the syntax: :func:`hilltop.transit.relayaddress.helper_endpoints`).
 
     Endpoints joined by commas are one relay (one ``relay-v1`` hint); give the flag again
     for another relay. Raises :class:`hilltop.errors.LocalError` naming the expected format.
     """
-    parts = [p.strip() for p in text.split(",")]
-    if not all(parts):
-        raise LocalError(f"bad transit helper {text!r}: {HELPER_USAGE}")
-    return relay_v1.Hint(tuple(_helper_endpoint(p, text) for p in parts))
-
-
-HELPER_USAGE = ("expected tcp:HOST:PORT[:priority=F] (IPv6 host in brackets) or a "
-                "ws:// or wss:// URL; several endpoints of one relay joined by commas")
-
-
-def _helper_endpoint(part: str, text: str) -> relay_v1.Endpoint:
-    if part.startswith(("ws://", "wss://")):
-        try:
-            return websocket_v1.Hint(websocket_v1.check_url(part))
-        except MalformedHintError as err:
-            raise LocalError(f"bad transit helper {text!r}: {err}") from None
-    m = _HELPER.match(part)
-    if not m:
-        raise LocalError(f"bad transit helper {text!r}: {HELPER_USAGE}")
-    host = m.group("v6") or m.group("host")
-    port = int(m.group("port"))
-    if not 0 < port < 65536:
-        raise LocalError(f"bad transit helper {text!r}: port {port} out of range")
-    priority = 0.0
-    for option in filter(None, m.group("rest").split(":")):
-        key, _, value = option.partition("=")
-        if key != "priority":
-            raise LocalError(
-                f"bad transit helper {text!r}: unknown option {key!r}; {HELPER_USAGE}")
-        try:
-            priority = float(value)
-        except ValueError:
-            raise LocalError(
-                f"bad transit helper {text!r}: priority must be a number, got {value!r}"
-            ) from None
-    return direct_tcp_v1.Hint(host, port, priority)
+    endpoints: list[relay_v1.Endpoint] = [
+        websocket_v1.Hint(e) if isinstance(e, str) else direct_tcp_v1.Hint(*e)
+        for e in helper_endpoints(text)]
+    return relay_v1.Hint(tuple(endpoints))

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from hilltop.errors import MalformedHintError
 from hilltop.hints import _tcp
+from hilltop.transit.relayaddress import check_websocket_url
 
 TYPE = "websocket-v1"
 TYPES = (TYPE, "websocket")
@@ -53,25 +53,6 @@ class Hint:
         return self.url
 
 
-def check_url(url: Any) -> str:
-    """``url`` if it is a ``ws://`` or ``wss://`` URL with a host and a valid port, else
-    a :class:`MalformedHintError` saying what is wrong."""
-    if not isinstance(url, str) or not url.strip():
-        raise MalformedHintError(f"websocket hint needs a URL string, got {url!r}")
-    text: str = url.strip()
-    try:
-        parts = urlsplit(text)
-        _ = parts.port  # raises ValueError for a port outside 0-65535 or not a number
-    except ValueError as err:
-        raise MalformedHintError(f"bad websocket URL {text!r}: {err}") from None
-    if parts.scheme not in ("ws", "wss") or not parts.hostname:
-        raise MalformedHintError(f"websocket hint needs a ws:// or wss:// URL, got {text!r}")
-    if parts.port == 0 or not all(0x21 <= ord(c) < 0x7F for c in text):
-        raise MalformedHintError(f"bad websocket URL {text!r}: it must be printable ASCII "
-                                 "without spaces, with a port above 0")
-    return text
-
-
 def parse(obj: Any) -> Hint:
     obj = _tcp.require_dict(obj)
-    return Hint(check_url(obj.get("url")), _tcp.priority(obj))
+    return Hint(check_websocket_url(obj.get("url")), _tcp.priority(obj))

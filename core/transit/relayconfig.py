@@ -56,7 +56,7 @@ class RelayConfig:
 def read_relay_config(path: Path | None = None) -> RelayConfig:
     """Read and check the ``[relay]`` table; a missing file or table means defaults."""
     from hilltop.config import config_path, read_table
-    from hilltop.hints import parse_transit_helper
+    from hilltop.transit.relayaddress import helper_endpoints
 
     path = config_path() if path is None else path
     table: dict[str, Any] = read_table("relay", path) or {}
@@ -73,7 +73,7 @@ def read_relay_config(path: Path | None = None) -> RelayConfig:
                              'e.g. helpers = ["tcp:relay.example:4001"]')
         for helper in helpers:
             try:
-                parse_transit_helper(helper)
+                helper_endpoints(helper)
             except LocalError as err:
                 raise LocalError(f"config file {path}: [relay] helpers: {err}") from None
     ca_file = table.get("ca-file")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hilltop.cli.send import describe_offer
+from hilltop.cli.offerlines import describe_offer
 from hilltop.transfer.offers import DirectoryOffer, FileOffer
 
 

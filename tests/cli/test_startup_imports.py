@@ -8,6 +8,7 @@ Run in a fresh interpreter: the test process has imported every command already.
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 from click.testing import CliRunner
 from fresh_interpreter import run_fresh
@@ -102,3 +103,32 @@ def test_loading_the_transports_parses_no_package_metadata() -> None:
     builtins, loaded = run_fresh(probe).splitlines()[-2:]
     assert "'direct-tcp'" in builtins and "'relay'" in builtins, builtins
     assert loaded == "False True", loaded
+
+
+LOADED = textwrap.dedent("""
+    import sys
+    from hilltop.cli.main import cli
+    try:  # the whole command, up to its first mailbox connection (refused here)
+        cli(["--relay-url", "ws://127.0.0.1:1/v1", *sys.argv[2:]], prog_name="wormhole")
+    except SystemExit as exit:
+        print("exit:", exit.code)
+    print(sorted(name for name in sys.argv[1].split(",") if name in sys.modules))
+""")
+NOT_FOR_A_SMALL_TRANSFER = ("hilltop.hints", "hilltop.tor.settings", "hilltop.cli.codeinput",
+                            "hilltop.cli.completion")
+NOT_FOR_A_TEXT = (*NOT_FOR_A_SMALL_TRANSFER, "hilltop.cli.offerlines", "hilltop.cli.progress")
+
+
+def test_a_text_or_a_small_file_loads_no_hints_tor_or_code_prompt(tmp_path: Path) -> None:
+    # they were imported by every send and receive, ~30 ms of CPU a command (hints ~15 ms:
+    # one frozen dataclass per hint type, only to check the relay's syntax); the flags'
+    # checks still run before the rendezvous (test_relayconfig.py, tests/transports/test_tor.py)
+    small = tmp_path / "three"
+    small.write_bytes(b"abc")
+    for args, deferred in ((["receive", CODE], NOT_FOR_A_TEXT),
+                           (["send", "--code", CODE, "--text", "hi"], NOT_FOR_A_TEXT),
+                           (["send", "--code", CODE, str(small)], NOT_FOR_A_SMALL_TRANSFER)):
+        out = run_fresh(LOADED, ",".join(deferred), "--transit-helper", "tcp:relay.example:4001",
+                        *args)
+        assert "exit: " in out and "exit: 0" not in out, out  # it ran, and failed to connect
+        assert out.splitlines()[-1] == "[]", (args, out)
