@@ -216,24 +216,23 @@ class Wormhole:
         the peer's ``version`` lists a Dilation version we share (fires once it came)."""
 
         async def check() -> bool:
-            from hilltop.dilation import wire as dilation_wire
+            from hilltop.dilation.versions import VERSIONS, shared_version
 
             versions = await self._peer_versions_full.when()
-            return self._dilation_enabled and dilation_wire.shared_version(
-                dilation_wire.VERSIONS, versions) is not None
+            return self._dilation_enabled and shared_version(VERSIONS, versions) is not None
 
         result: DualDeferred[bool] = _dual(check())
         return result
 
     async def _start_dilation(self, transit: TransitOptions | None,
                               ping_interval: float) -> Any:
-        from hilltop.dilation import wire as dilation_wire
         from hilltop.dilation.punchover import punchover_for
         from hilltop.dilation.shell import Dilator, direct_prober, runner_factory
+        from hilltop.dilation.versions import VERSIONS, shared_version
         from hilltop.transit.options import TransitOptions
 
         versions = await self._peer_versions_full.when()
-        version = dilation_wire.shared_version(dilation_wire.VERSIONS, versions)
+        version = shared_version(VERSIONS, versions)
         if version is None:
             raise LocalError("the peer cannot dilate (its version message has no can-dilate "
                              "we share; official peers need dilation=True)")
@@ -498,9 +497,9 @@ integration tests of a silent server wait 0.1 of them instead of 30 s."""
 def _dilation_version_fields() -> dict[str, Any]:
     """What a Wormhole made with ``dilation=True`` adds to its ``version`` message; imported
     here so that a transfer without Dilation never loads :mod:`hilltop.dilation` (issue 31)."""
-    from hilltop.dilation import wire as dilation_wire
+    from hilltop.dilation.versions import version_fields
 
-    return dilation_wire.version_fields()
+    return version_fields()
 
 
 def _timeouts_from_env() -> mailbox.Timeouts:

@@ -1,10 +1,9 @@
-"""What Dilation says through the mailbox: the version fields, the key, and ``dilate-N`` messages.
+"""What Dilation says through the mailbox: the key and the ``dilate-N`` messages (the version
+fields: :mod:`hilltop.dilation.versions`).
 
 Facts from official 0.24's code (``wormhole.py``, ``_dilation/manager.py``), which is what peers
 speak where ``dilation-protocol.rst`` differs:
 
-* the ``version`` message carries ``can-dilate`` (versions, best first; only ``"ged"`` exists)
-  and ``dilation-abilities`` at its top level, beside ``app_versions``;
 * the Dilation key is HKDF-SHA256 of the wormhole key with info ``dilation-v1``, 32 bytes;
 * messages travel in mailbox phases ``dilate-0``, ``dilate-1``, ... (lower case), one counter
   per side, and are handled in order;
@@ -16,35 +15,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from hilltop.errors import ProtocolError
 from hilltop.rendezvous.key import derive_key
 
-VERSIONS: tuple[str, ...] = ("ged",)
-"""Dilation versions we speak, best first (official names them after Earthsea wizards)."""
-ABILITIES: tuple[dict[str, str], ...] = ({"type": "direct-tcp-v1"}, {"type": "relay-v1"})
-"""What official advertises; hilltop's other transports are negotiated by their hints."""
 PHASE = re.compile(r"^dilate-(\d+)$")
 
 
 def dilation_key(wormhole_key: bytes) -> bytes:
     return derive_key(wormhole_key, b"dilation-v1", 32)
-
-
-def version_fields(versions: Sequence[str] = VERSIONS) -> dict[str, Any]:
-    """The top-level fields our ``version`` message gains when Dilation is enabled."""
-    return {"can-dilate": list(versions), "dilation-abilities": [dict(a) for a in ABILITIES]}
-
-
-def shared_version(mine: Sequence[str], peer_versions: dict[str, Any]) -> str | None:
-    """Our best version that the peer also lists in ``can-dilate``, or None."""
-    theirs = peer_versions.get("can-dilate")
-    if not isinstance(theirs, list):
-        return None
-    return next((v for v in mine if v in theirs), None)
 
 
 def is_leader(my_side: str, their_side: str) -> bool:

@@ -49,9 +49,9 @@ def test_help_lists_every_command() -> None:
 
 def test_a_text_imports_no_dilation_and_no_package_data_reader() -> None:
     # a receiver says in its version that it can dilate (it follows a `send --durable`): that
-    # takes the version fields, never the machinery (l2, manager, shell, channel)
+    # takes the version fields, never the messages (wire) or the machinery (l2, manager, ...)
     for args, allowed in ((["send", "--code", CODE, "--text", "hi"], "[]"),
-                          (["receive", CODE], "['hilltop.dilation', 'hilltop.dilation.wire']")):
+                          (["receive", CODE], "['hilltop.dilation', 'hilltop.dilation.versions']")):
         out = run_fresh(PROBE, *args)
         assert "exit: " in out and "exit: 0" not in out, out
         assert out.splitlines()[-2] in ("[]", allowed), (args, out)
