@@ -20,6 +20,11 @@ defer_module("hyperlink")  # autobahn's WebSocket protocol imports it for a serv
 defer_module("ssl")  # asyncio imports it for TLS transports; a wss:// mailbox loads it
 defer_module("asyncio.sslproto")  # (imports asyncio, with the two above deferred)
 defer_module("importlib.metadata._adapters", import_parent=False)  # email, for dist.metadata
+defer_module("bz2")  # zipfile and shutil import both for compressors no command uses
+defer_module("lzma")
+defer_module("shutil")  # zipfile (Twisted's plugin finder) imports it; a file's free space runs it
+defer_module("pickle")  # Twisted's reflect and autobahn's protocol import it; nothing pickles
+defer_module("pty")  # Twisted's process module (its stdio endpoint); no command opens a pty
 from hilltop._runtime.lazytls import defer_openssl, openssl_deferred  # noqa: E402
 
 defer_openssl()  # the CLI opens TLS connections only for a wss:// mailbox
