@@ -15,7 +15,6 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import click
@@ -25,16 +24,6 @@ from hilltop.errors import LocalError
 from hilltop.webrtc.settings import WebRTCSettings
 
 RELAY_HOW = "--transit-helper ws://HOST:PORT/ or wss://..., the WebSocket side of a transit relay"
-
-
-def browser_flags(f: Callable[..., Any]) -> Callable[..., Any]:
-    f = click.option("--browser-address", metavar="HOST[:PORT]",
-                     help="with --browser: where to serve the page (default: this machine's "
-                          "first network address, any free port)")(f)
-    return click.option("--browser", is_flag=True,
-                        help="serve a web page that receives it: open the printed URL "
-                             "(or its QR code) on a phone or computer with nothing "
-                             "installed")(f)
 
 
 @dataclass(frozen=True)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from hilltop import api
-from hilltop.cli import browser as cli_browser
 from hilltop.cli import events, output, pipes, prompts, timing
 from hilltop.cli import lan as cli_lan
 from hilltop.cli.common import GlobalOptions, close_quietly, exit_with, run, zero_mode_code
@@ -31,7 +31,8 @@ from hilltop.transit.options import TransitOptions
 from hilltop.units import readable_size
 
 if TYPE_CHECKING:  # imported where a file is sent: a text message needs none of it
-    from hilltop.transfer.session import Source  # (nor offerlines and progress: _send_file)
+    from hilltop.cli import browser as cli_browser  # (nor --browser's page, offerlines, progress)
+    from hilltop.transfer.session import Source
 
 VERIFY_REJECTED = "sender rejected verification check, abandoned transfer"
 """The ``error`` text official 0.24 sends when its user answers "no" to the verifier; official
@@ -40,6 +41,17 @@ receivers print it as it is, so the same words reach the peer whichever client i
 CODE_CONSUMED = "Note: code has been consumed and can no longer be used."
 """What official 0.24's sender prints on stdout once the receiver came and the server freed
 the nameplate; scripts that wait for the code to be used watch for it."""
+
+
+def browser_flags(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``--browser`` and ``--browser-address``; :mod:`hilltop.cli.browser` loads only with them."""
+    f = click.option("--browser-address", metavar="HOST[:PORT]",
+                     help="with --browser: where to serve the page (default: this machine's "
+                          "first network address, any free port)")(f)
+    return click.option("--browser", is_flag=True,
+                        help="serve a web page that receives it: open the printed URL "
+                             "(or its QR code) on a phone or computer with nothing "
+                             "installed")(f)
 
 
 @click.command()
@@ -65,7 +77,7 @@ the nameplate; scripts that wait for the code to be used watch for it."""
 @transit_flags
 @tor_flags
 @lan_flags
-@cli_browser.browser_flags
+@browser_flags
 @debug_state_flag
 @events.json_flag
 @click.pass_obj
@@ -107,8 +119,10 @@ def send(opts: GlobalOptions, paths: tuple[str, ...], text: str | None, code: st
 
     if browser_address is not None and not browser:
         raise click.UsageError("--browser-address goes with --browser")
-    where = cli_browser.parse_address(browser_address)
     if browser:
+        from hilltop.cli import browser as cli_browser
+
+        where = cli_browser.parse_address(browser_address)
         try:
             from hilltop.webrtc.settings import WebRTCSettings
 

@@ -116,7 +116,7 @@ LOADED = textwrap.dedent("""
     print(sorted(name for name in sys.argv[1].split(",") if name in sys.modules))
 """)
 NOT_FOR_A_SMALL_TRANSFER = ("hilltop.hints", "hilltop.tor.settings", "hilltop.cli.codeinput",
-                            "hilltop.cli.completion")
+                            "hilltop.cli.completion", "hilltop.cli.browser")
 NOT_FOR_A_TEXT = (*NOT_FOR_A_SMALL_TRANSFER, "hilltop.cli.offerlines", "hilltop.cli.progress")
 
 
