@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import click
 
+from hilltop._values import value
 from hilltop.cli import output
 from hilltop.errors import LocalError
 from hilltop.webrtc.settings import WebRTCSettings
@@ -37,7 +37,7 @@ def browser_flags(f: Callable[..., Any]) -> Callable[..., Any]:
                              "installed")(f)
 
 
-@dataclass(frozen=True)
+@value
 class BrowserAddress:
     """Where the page is served: ``host`` is also what the printed URL names."""
 
@@ -127,7 +127,7 @@ def check_reachable(host: str) -> None:
                       "this computer can open it (use --browser-address for another one)")
 
 
-@dataclass(frozen=True)
+@value
 class BrowserPage:
     """What ``announce_code`` needs to print the page's URL once the code is known."""
 

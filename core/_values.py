@@ -29,7 +29,6 @@ from operator import attrgetter
 from reprlib import recursive_repr
 from typing import Any, TypeVar, dataclass_transform, overload
 
-
 __all__ = ["value"]
 
 _T = TypeVar("_T")
@@ -78,12 +77,12 @@ def _set(cls: type, name: str, method: Any) -> None:
 
 
 def _as_tuple(names: list[str]) -> Callable[[object], tuple[Any, ...]]:
-    """The fields ``names`` of an instance as a tuple, like the generated ``(self.a, ...)``."""
+    """The fields ``names`` of an instance as a tuple, as the generated ``(self.a, ...)``."""
     if len(names) >= 2:
-        return attrgetter(*names)  # a tuple from C, as fast as the generated tuple display
+        return attrgetter(*names)  # builds the tuple in C
     if names:
-        one = attrgetter(names[0])
-        return lambda instance: (one(instance),)
+        name = names[0]
+        return lambda instance: (getattr(instance, name),)
     return lambda instance: ()
 
 

@@ -13,9 +13,10 @@ Where a received offer may be saved is filesystem policy and lives in
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Final, Literal, TypeVar
 
+from hilltop._values import value
 from hilltop.errors import ProtocolError, UnknownOfferError
 from hilltop.transfer.manifest import FILES_KIND, files_from_body
 from hilltop.transfer.manifest import FilesOffer as FilesOffer  # part of the offer family
@@ -58,7 +59,7 @@ def _want_str(body: dict[str, Any], key: str, what: str) -> str:
 # Messages
 
 
-@dataclass(frozen=True)
+@value
 class TransitMsg:
     """``{"transit": {"abilities-v1": [...], "hints-v1": [...]}}``.
 
@@ -94,7 +95,7 @@ def _dict_items(body: dict[str, Any], key: str) -> tuple[dict[str, Any], ...]:
     return tuple(item for item in value if isinstance(item, dict))
 
 
-@dataclass(frozen=True)
+@value
 class TextOffer:
     """``{"offer": {"message": TEXT}}``: a text message, no transit involved."""
 
@@ -112,7 +113,7 @@ class TextOffer:
         return _expect(cls, data)
 
 
-@dataclass(frozen=True)
+@value
 class FileOffer:
     """``{"offer": {"file": {"filename": NAME, "filesize": N}}}``.
 
@@ -136,7 +137,7 @@ class FileOffer:
         return _expect(cls, data)
 
 
-@dataclass(frozen=True)
+@value
 class DirectoryOffer:
     """``{"offer": {"directory": {...}}}``: a directory sent as one zip stream.
 
@@ -173,7 +174,7 @@ stricter: :func:`hilltop.transfer.targets.safe_name`)."""
 STREAM_KIND: Final = "hilltop-stream"
 
 
-@dataclass(frozen=True)
+@value
 class StreamOffer:
     """``{"offer": {"hilltop-stream": {"name": NAME}}}``: bytes of unknown length (a pipe).
 
@@ -246,7 +247,7 @@ def _offer_from_body(body: object) -> Offer:
     raise UnknownOfferError(f"peer offered something we do not know how to receive ({kinds})")
 
 
-@dataclass(frozen=True)
+@value
 class Answer:
     """``{"answer": {"message_ack": "ok"}}`` or ``{"answer": {"file_ack": "ok"}}``.
 
@@ -299,7 +300,7 @@ class Answer:
         raise ProtocolError(f"peer sent an answer we do not understand: {body!r}")
 
 
-@dataclass(frozen=True)
+@value
 class ErrorMsg:
     """``{"error": TEXT}``: the peer gave up; show the text and stop."""
 
@@ -313,7 +314,7 @@ class ErrorMsg:
         return _expect(cls, data)
 
 
-@dataclass(frozen=True)
+@value
 class UnknownMessage:
     """A JSON object with none of the v1 keys. Official peers log and skip these, so do we."""
 
