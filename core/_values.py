@@ -5,12 +5,14 @@ own, 0.6-1.1 ms a class, and a 3-byte receive creates ~110 of hilltop's classes 
 :func:`value` lets ``dataclasses`` generate only ``__init__`` and the frozen
 ``__setattr__``/``__delattr__`` and gives the class closures over three functions compiled
 once, reading the field names it takes from :func:`dataclasses.fields` when the class is
-made: creating a class costs ~37% less (bench/README.md, "Fifth session" and "Sixth
-session"). The semantics are the generated methods': equal only to an instance of the very
-same class whose compared fields are equal as tuples (``NotImplemented`` otherwise),
-hashed as the tuple of its hashed fields when frozen, unhashable when mutable, shown as
-``Name(a=1, b='x')``; ``compare=``, ``hash=`` and ``repr=`` of :func:`dataclasses.field`
-count, and a method the class body defines itself is kept, as ``@dataclass`` keeps it.
+made: creating a class costs a third less, ~20-26 ms of CPU in a small transfer's process
+(bench/README.md, "Sixth session"); comparing costs ~100 ns more a call, and no bulk path
+compares these classes. The semantics are the generated methods': equal only to an
+instance of the very same class whose compared fields are equal as tuples
+(``NotImplemented`` otherwise), hashed as the tuple of its hashed fields when frozen,
+unhashable when mutable, shown as ``Name(a=1, b='x')``; ``compare=``, ``hash=`` and
+``repr=`` of :func:`dataclasses.field` count, and a method the class body defines itself is
+kept, as ``@dataclass`` keeps it.
 
 Why a decorator marked with :func:`typing.dataclass_transform` and not a base class under
 ``@dataclass(frozen=True, eq=False, repr=False)``: mypy 2.4 checks both fully (an assignment
