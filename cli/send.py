@@ -188,8 +188,11 @@ def send(opts: GlobalOptions, paths: tuple[str, ...], text: str | None, code: st
         if tor is not None:
             manager, chosen = await start_tor(reactor, tor, options)
             extra_args["endpoint_factory"] = manager.endpoint_factory
+        # a file that may ride in its offer (inline-file-v1) announces no transit
+        small = not streamed and not several and session.may_go_inline(what, chosen)
         w = api.Wormhole(opts.appid, opts.relay_url, reactor=reactor,
-                         app_versions=app_versions(chosen, transit_follows=text is None),
+                         app_versions=app_versions(chosen,
+                                                   transit_follows=text is None and not small),
                          # only a sender asked for --durable can choose it
                          dilation=text is None and chosen.durable is True
                          and dilation_wanted(chosen),
@@ -310,7 +313,9 @@ async def _send_file(reactor: Any, w: api.Wormhole, source: Source,
         output.status(f"left out (unreadable): {skipped}")
     events.offer("send", source.offer, f"Sending {describe_offer(source.offer)}")
     await announce_code(w, how)
-    await confirm_key(reactor, w, how.verify, transit_follows=options)
+    # a file that may ride in its offer warms up transit only if the peer cannot take it so
+    small = session.inline_eligible(source, options)
+    await confirm_key(reactor, w, how.verify, transit_follows=None if small else options)
     with transfer_progress(source.size, hide_progress) as shown:
         await session.send(reactor, w, source, options, listener=session.Listener(
             on_connected=lambda desc: shown.connected(f"Sending ({desc})...", desc),

@@ -28,8 +28,9 @@ def transit_flags(f: Callable[..., Any]) -> Callable[..., Any]:
                           "--no-listen also sends no local address (direct hints, LAN, "
                           "WebRTC host candidates), so the peer is met at the relay")(f)
     f = click.option("--transports", metavar="LIST", default=None,
-                     help="comma-separated transports that may take part, e.g. 'relay'; "
-                          "see 'wormhole transports'")(f)
+                     help="comma-separated transports that may take part, e.g. 'relay' (a small "
+                          "file then takes them too, not the offer); see 'wormhole transports'"
+                     )(f)
     f = no_plugins_flag(f)
     f = idle_timeout_flag(f)
     f = reconnect_grace_flag(f)
@@ -191,9 +192,12 @@ def app_versions(options: TransitOptions, *, transit_follows: bool = False) -> d
     """Our advertisement for this run: an extension transport is offered only if this run may
     use it (``--transports``); none under ``--tor``, and webrtc not under ``--no-listen``
     without a TURN server (it would decline, and the peer would gather for nothing). A
-    sender whose offer needs transit says so (``capabilities.TRANSIT_FOLLOWS``)."""
+    sender whose offer needs transit says so (``capabilities.TRANSIT_FOLLOWS``). A run whose
+    transit the user restricted (``--transports``, ``--durable``) does not offer to take a
+    small file in its offer (``capabilities.INLINE``): it gets the transport asked for."""
     from hilltop import __version__
     from hilltop.rendezvous import capabilities
+    from hilltop.transfer import session
     from hilltop.webrtc.settings import WebRTCSettings
 
     allowed = options.transports
@@ -201,7 +205,8 @@ def app_versions(options: TransitOptions, *, transit_follows: bool = False) -> d
     if options.tor or webrtc.under_no_listen(options.no_listen) is None:
         allowed = ()  # webrtc, the one extension transport, stays off: do not offer it
     return capabilities.default_advertisement(__version__, allowed,
-                                              transit_follows=transit_follows)
+                                              transit_follows=transit_follows,
+                                              inline=session.inline_allowed(options))
 
 
 def transit_options(transit_helpers: Sequence[str], listen: bool,

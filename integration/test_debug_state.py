@@ -41,7 +41,7 @@ def test_a_text_transfer_traces_both_sides_mailboxes(hilltop: Callable[..., Peer
 
 def test_a_file_transfer_traces_the_transit_machines(hilltop: Callable[..., Peer],
                                                      tmp_path: Path) -> None:
-    (tmp_path / "f.txt").write_bytes(b"x" * 1000)
+    (tmp_path / "f.txt").write_bytes(b"x" * 20_000)  # over offers.INLINE_LIMIT: transit
     out = tmp_path / "out"
     out.mkdir()
     sender = hilltop("send", "--debug-state=handshake,race", "f.txt", cwd=tmp_path)
@@ -50,7 +50,7 @@ def test_a_file_transfer_traces_the_transit_machines(hilltop: Callable[..., Peer
     sent = sender.finish()
     assert received.returncode == 0 and sent.returncode == 0, (sent.describe(),
                                                                  received.describe())
-    assert (out / "f.txt").read_bytes() == b"x" * 1000
+    assert (out / "f.txt").read_bytes() == b"x" * 20_000
     sender_moves = traced(sent.stderr)
     assert {m[1] for m in sender_moves} == {"handshake", "race"}, sent.describe()
     assert ("send", "handshake", "ShakeState", "READY", "send go", "DONE") in sender_moves

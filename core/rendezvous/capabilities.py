@@ -84,6 +84,19 @@ Listed only where the ``dilate`` extra (noiseprotocol) is installed; official an
 wormhole-william peers never list it and get transit as before.
 """
 
+INLINE = "inline-file-v1"
+"""Feature: "a small file may ride in its offer, through the mailbox".
+
+Between two peers that list it, a single file of at most
+:data:`hilltop.transfer.offers.INLINE_LIMIT` bytes whose sender did not restrict its transit
+(:func:`hilltop.transfer.inline.allowed_by`) is sent as a ``hilltop-inline-file`` offer
+carrying its bytes, and acknowledged with a ``hilltop-inline-ack`` answer once saved and
+synced (docs/protocol-extensions.md). Why: between two hilltop peers a 3-byte receive spent
+~130 ms after the key on the transit warm-up, hints, race and handshake, a text ~12 ms
+(bench/README.md); the bytes are encrypted like a text message, so nothing is given up.
+Official and wormhole-william peers never list it: they get transit as before.
+"""
+
 
 def dilation_available() -> bool:
     """The ``dilate`` extra is installed (the Noise library Dilation's L2 needs)."""
@@ -112,7 +125,7 @@ so a text receiver imports no transit code. Official peers never list it: their 
 load at the offer, as before.
 """
 
-FEATURES: tuple[str, ...] = (BIG_RECORDS, UNHASHED_ACK, STREAM, RESUME, FILES) + (
+FEATURES: tuple[str, ...] = (BIG_RECORDS, UNHASHED_ACK, STREAM, RESUME, FILES, INLINE) + (
     (AES_RECORDS,) if _aes256gcm_available() else ()) + (
     (DURABLE,) if dilation_available() else ())
 """Features this build advertises by default."""
@@ -133,11 +146,14 @@ def extension_transports(allowed: Iterable[str] | None = None) -> list[str]:
 
 
 def default_advertisement(version: str, allowed: Iterable[str] | None = None, *,
-                          transit_follows: bool = False) -> dict[str, Any]:
+                          transit_follows: bool = False, inline: bool = True
+                          ) -> dict[str, Any]:
     """What this installation advertises unless the caller says otherwise (a sender that
-    will need transit adds :data:`TRANSIT_FOLLOWS`)."""
+    will need transit adds :data:`TRANSIT_FOLLOWS`; a run whose transit the user restricted
+    leaves out :data:`INLINE`, so a tiny file still takes the transport asked for)."""
+    features = tuple(f for f in FEATURES if inline or f != INLINE)
     return advertisement(version, extension_transports(allowed),
-                         FEATURES + ((TRANSIT_FOLLOWS,) if transit_follows else ()))
+                         features + ((TRANSIT_FOLLOWS,) if transit_follows else ()))
 
 
 def advertisement(version: str, transports: Iterable[str], features: Iterable[str]

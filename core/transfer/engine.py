@@ -27,6 +27,7 @@ say is no stall of the receiver's. One place decides, one timer in the shell wak
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 import re
@@ -48,6 +49,7 @@ from hilltop.errors import (
     UnsendableError,
 )
 from hilltop.transfer import offers, resume
+from hilltop.transfer.inline import MAILBOX_PATH
 from hilltop.transfer.streamcodec import END_MARKER, Trailer
 
 NOT_A_STREAM_PEER = ("the sender is streaming data of unknown length (a pipe), which only "
@@ -96,6 +98,9 @@ class Plan:
     stream: bool = False
     resumable: bool = False
     idle_timeout: float | None = None
+    inline: bool = False
+    """Both list ``inline-file-v1``: a small file may ride in its offer
+    (:mod:`hilltop.transfer.inline`)."""
 
 
 # --- actions (what the shell does) ------------------------------------------------------------
@@ -164,6 +169,12 @@ class StartBulk:
 
 
 @value
+class WriteSink:
+    """The receiver writes an inline file's bytes (they came in the offer) to its sink."""
+    data: bytes
+
+
+@value
 class FinishSink:
     """The receiver commits what arrived (a stream: ``length`` bytes, checked against
     ``sha256``); then :meth:`TransferEngine.sink_done`."""
@@ -210,13 +221,13 @@ class Failed:
 
 
 Action = (SendMessage | ReadMessage | Connect | ProvePrefix | SendRecord | ReadRecord
-          | PrepareSink | ResumeSinkAt | StartBulk | FinishSink | OfferArrived | Connected
-          | Resumed | Unacknowledged | Done | Failed)
+          | PrepareSink | ResumeSinkAt | StartBulk | WriteSink | FinishSink | OfferArrived
+          | Connected | Resumed | Unacknowledged | Done | Failed)
 
 
 # --- state ----------------------------------------------------------------------------------
 class Stage(Enum):
-    OFFERING = auto()  # sender: our transit and offer sent, waiting for the answer
+    OFFERING = auto()  # sender: our transit and offer sent (or the inline offer), waiting
     WAITING_OFFER = auto()  # receiver: reading messages until the offer
     OFFERED = auto()  # receiver: the offer is with the session
     CONNECTING = auto()  # racing transit (a proof may be computed meanwhile)
@@ -230,8 +241,10 @@ class Stage(Enum):
 
 _TABLE: dict[tuple[Stage, str], Stage] = {
     (Stage.OFFERING, "accepted"): Stage.CONNECTING,
+    (Stage.OFFERING, "finish"): Stage.DONE,  # an inline file acknowledged
     (Stage.WAITING_OFFER, "offer"): Stage.OFFERED,
     (Stage.OFFERED, "accept"): Stage.CONNECTING,
+    (Stage.OFFERED, "commit"): Stage.COMMITTING,  # an inline file written
     (Stage.OFFERED, "finish"): Stage.DONE,
     (Stage.CONNECTING, "prove"): Stage.PROVING,
     (Stage.CONNECTING, "move"): Stage.MOVING,
@@ -279,6 +292,7 @@ class TransferEngine:
     _trailer: Trailer | None = None
     _idle_from: float | None = None  # MOVING: since when we wait on the peer (None: we don't)
     _held: BaseException | None = None  # receiver: a broken connection, while the grace runs
+    _inline: bytes | None = None  # the inline file's bytes (sender: sent; receiver: offered)
 
     # --- construction -------------------------------------------------------------------------
     @classmethod
@@ -491,6 +505,12 @@ class TransferEngine:
         """The receiver's sink committed the target; ack, and the transfer succeeded."""
         if self.finished:
             return
+        if self._inline is not None:
+            assert digest is not None  # an inline sink hashes (PrepareSink)
+            self._send(offers.InlineAck(digest))
+            self._stage("finish")
+            self._emit(Done(digest))
+            return
         ack: dict[str, str] = {"ack": "ok"}  # official receivers always include sha256
         if digest is not None:
             ack["sha256"] = digest
@@ -515,6 +535,9 @@ class TransferEngine:
         if self.finished:
             return
         if self.role == "sender" and tell_peer and self.stage.name in _TELLING_STAGES:
+            self._send(offers.ErrorMsg(reason_for_peer(error)))
+        if self.role == "receiver" and self._inline is not None and self.stage is Stage.COMMITTING:
+            # the sender waits for our answer in the mailbox: say why none comes
             self._send(offers.ErrorMsg(reason_for_peer(error)))
         if (self.role == "receiver" and now is not None and self.stage is Stage.MOVING
                 and isinstance(error, TransitError) and not isinstance(error, StalledError)):
@@ -542,13 +565,27 @@ class TransferEngine:
         self._send(self.offer)
         self._emit(ReadMessage())
 
+    def start_inline(self, data: bytes) -> None:
+        """The file's bytes in the offer (both list ``inline-file-v1`` and
+        :func:`hilltop.transfer.inline.chosen` said so); then wait for the receiver's
+        :class:`~hilltop.transfer.offers.InlineAck`. No deadline, as for any answer: the
+        receiver's user may be deciding."""
+        assert isinstance(self.offer, offers.FileOffer) and len(data) == self.offer.filesize
+        self._inline = data
+        self._digest = hashlib.sha256(data).hexdigest()
+        self._emit(Connected(MAILBOX_PATH))
+        self._send(offers.InlineFileOffer(self.offer.filename, data))
+        self._emit(ReadMessage())
+
     def _sender_message(self, data: bytes) -> None:
         try:
             msg = offers.parse_app_message(data)
         except ProtocolError as err:
             self._fail(err)
             return
-        if isinstance(msg, offers.ErrorMsg):
+        if self._inline is not None:
+            self._inline_answer(msg)
+        elif isinstance(msg, offers.ErrorMsg):
             self._fail(PeerRejectedError(f"the receiver refused the transfer: {msg.text}"))
         elif isinstance(msg, offers.TransitMsg):
             self._peer_transit = msg
@@ -562,6 +599,22 @@ class TransferEngine:
             else:
                 self._accepted(msg)
         else:  # unknown keys from newer peers are skipped, as official peers do
+            self._emit(ReadMessage())
+
+    def _inline_answer(self, msg: offers.AppMessage) -> None:
+        if isinstance(msg, offers.ErrorMsg):  # a refusal, or why it could not save the file
+            self._fail(PeerRejectedError(f"the receiver refused the transfer: {msg.text}"))
+        elif isinstance(msg, offers.InlineAck):
+            if msg.sha256 != self._digest:
+                self._fail(TransferError(
+                    "the receiver saved different bytes than we sent (SHA-256 mismatch)"))
+                return
+            self._stage("finish")
+            self._emit(Done(self._digest))
+        elif isinstance(msg, offers.Answer | offers.TransitMsg):
+            self._fail(ProtocolError("the receiver answered the file in our offer as if it "
+                                     "were to come through transit"))
+        else:
             self._emit(ReadMessage())
 
     def _accepted(self, answer: offers.Answer) -> None:
@@ -634,6 +687,15 @@ class TransferEngine:
             self._emit(ReadMessage())
         elif isinstance(msg, offers.TextOffer):
             self._offered(msg)
+        elif isinstance(msg, offers.InlineFileOffer):
+            if not self.plan.inline:
+                self._send(offers.ErrorMsg(REJECTED))
+                self._fail(ProtocolError(
+                    "the sender put a file in its offer although this side did not list "
+                    "inline-file-v1"))
+            else:
+                self._inline = msg.data
+                self._offered(msg.file)
         elif isinstance(msg, offers.FileOffer | offers.DirectoryOffer | offers.StreamOffer
                              | offers.FilesOffer):
             if self._peer_transit is None:
@@ -666,6 +728,25 @@ class TransferEngine:
             return
         self._send(offers.ErrorMsg(REJECTED))
         self._fail(error)
+
+    @property
+    def inline(self) -> bool:
+        """The receiver's offer came with its bytes: :meth:`accept_inline`, no transit."""
+        return self._inline is not None
+
+    def accept_inline(self, *, resume_offset: int = 0) -> None:
+        """Take an inline file: into the sink as any file (hashed, for the ack; through the
+        page cache), committed, then acknowledged (:meth:`sink_done`). A partial kept from an
+        interrupted receive of the same name (``resume_offset``) is started over."""
+        assert self._inline is not None
+        self._size = len(self._inline)
+        self._emit(PrepareSink(skip_hash=False, direct_io=False))
+        if resume_offset:
+            self._emit(ResumeSinkAt(0, True))
+        self._emit(Connected(MAILBOX_PATH))
+        self._stage("commit")
+        self._emit(WriteSink(self._inline))
+        self._emit(FinishSink())
 
     def accept(self, our_transit: bytes, *, size: int | None, resume_offset: int = 0,
                salt: bytes = b"") -> None:

@@ -12,7 +12,10 @@ Where a received offer may be saved is filesystem policy and lives in
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+import re
 from dataclasses import field
 from typing import Any, Final, Literal, TypeVar
 
@@ -208,10 +211,95 @@ def _stream_from_body(body: object) -> StreamOffer:
     return StreamOffer(name)
 
 
+INLINE_KIND: Final = "hilltop-inline-file"
+INLINE_ACK: Final = "hilltop-inline-ack"
+INLINE_LIMIT: Final = 16 * 1024
+"""Bytes a file may have to ride in its offer (``inline-file-v1``), on both sides.
+
+Why 16 KiB: the mailbox server keeps every message in its database until the mailbox closes
+and relays it as hex of the encrypted body, so this file crosses as ~44 kB of JSON (base64,
+then hex: 2.7x), the size of a long text message and far below any WebSocket limit of ours
+(:data:`hilltop.rendezvous.messages.MAX_FRAME_CHARS`) or the public server's. Above it the
+fixed cost saved (the transit warm-up, listening, hints, race and handshake: ~130 ms of a
+3-byte receive, bench/README.md) is small beside the bytes, and transit is the better path."""
+_INLINE_CHARS = 4 * -(-INLINE_LIMIT // 3)  # base64 of INLINE_LIMIT bytes, padded
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+@value
+class InlineFileOffer:
+    """``{"offer": {"hilltop-inline-file": {"filename": NAME, "filesize": N, "data": B64}}}``:
+    a file of at most :data:`INLINE_LIMIT` bytes inside its offer (feature
+    ``inline-file-v1``; :mod:`hilltop.transfer.inline` says when). ``data`` is standard
+    base64; ``filesize`` repeats its length so a receiver can show the offer as any file's."""
+
+    filename: str
+    data: bytes
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.filename, str) or not isinstance(self.data, bytes):
+            raise TypeError("InlineFileOffer needs a str filename and bytes")
+        if len(self.data) > INLINE_LIMIT:
+            raise TypeError(f"an inline file has at most {INLINE_LIMIT} bytes")
+
+    @property
+    def file(self) -> FileOffer:
+        """The offer as the receiver's checks and questions see it."""
+        return FileOffer(self.filename, len(self.data))
+
+    def to_wire(self) -> bytes:
+        return _encode({"offer": {INLINE_KIND: {
+            "filename": self.filename, "filesize": len(self.data),
+            "data": base64.b64encode(self.data).decode("ascii")}}})
+
+
+def _inline_from_body(body: object) -> InlineFileOffer:
+    what = "inline file"
+    if not isinstance(body, dict):
+        raise ProtocolError("peer sent an inline file offer that is not an object")
+    name = _want_str(body, "filename", what)
+    size = _want_count(body, "filesize", what)
+    if size > INLINE_LIMIT:
+        raise ProtocolError(f"peer sent an inline file of {size} bytes, over the "
+                            f"{INLINE_LIMIT} an offer may carry")
+    text = body.get("data")
+    if not isinstance(text, str) or len(text) > _INLINE_CHARS:
+        raise ProtocolError("peer sent an inline file whose data is not a string of at most "
+                            f"{_INLINE_CHARS} characters")
+    try:
+        data = base64.b64decode(text.encode("ascii"), validate=True)
+    except (UnicodeEncodeError, binascii.Error):
+        raise ProtocolError("peer sent an inline file whose data is not base64") from None
+    if len(data) != size:
+        raise ProtocolError(f"peer sent an inline file of {len(data)} bytes that says it has "
+                            f"{size}")
+    return InlineFileOffer(name, data)
+
+
+@value
+class InlineAck:
+    """``{"answer": {"hilltop-inline-ack": "ok", "sha256": HEX}}``: the receiver saved an
+    inline file (on disk, synced); ``sha256`` is what it wrote, for the sender to compare."""
+
+    sha256: str
+
+    def to_wire(self) -> bytes:
+        return _encode({"answer": {INLINE_ACK: "ok", "sha256": self.sha256}})
+
+    @classmethod
+    def _from_body(cls, body: dict[str, Any]) -> InlineAck:
+        digest = body.get("sha256")
+        if body[INLINE_ACK] != "ok" or not isinstance(digest, str) \
+                or not _SHA256_HEX.fullmatch(digest):
+            raise ProtocolError("peer sent an inline file acknowledgement we do not "
+                                f"understand: {body!r}"[:300])
+        return cls(digest)
+
+
 Offer = TextOffer | FileOffer | DirectoryOffer | StreamOffer | FilesOffer
 
 
-def _offer_from_body(body: object) -> Offer:
+def _offer_from_body(body: object) -> Offer | InlineFileOffer:
     if not isinstance(body, dict):
         raise ProtocolError(f"peer sent an offer that is not an object: {body!r}")
     if "message" in body:
@@ -243,6 +331,8 @@ def _offer_from_body(body: object) -> Offer:
         return _stream_from_body(body[STREAM_KIND])
     if FILES_KIND in body:
         return files_from_body(body[FILES_KIND])
+    if INLINE_KIND in body:
+        return _inline_from_body(body[INLINE_KIND])
     kinds = ", ".join(sorted(map(str, body))) or "nothing"
     raise UnknownOfferError(f"peer offered something we do not know how to receive ({kinds})")
 
@@ -322,7 +412,7 @@ class UnknownMessage:
 
 
 AppMessage = (TransitMsg | TextOffer | FileOffer | DirectoryOffer | StreamOffer | FilesOffer
-              | Answer | ErrorMsg | UnknownMessage)
+              | InlineFileOffer | Answer | InlineAck | ErrorMsg | UnknownMessage)
 
 
 def parse_app_message(data: bytes) -> AppMessage:
@@ -358,6 +448,8 @@ def parse_app_message(data: bytes) -> AppMessage:
         return TransitMsg._from_body(obj[key])
     if key == "offer":
         return _offer_from_body(obj[key])
+    if isinstance(obj[key], dict) and INLINE_ACK in obj[key]:
+        return InlineAck._from_body(obj[key])
     return Answer._from_body(obj[key])
 
 

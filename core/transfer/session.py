@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -30,7 +31,7 @@ from hilltop._values import value
 from hilltop.errors import HilltopError, LocalError, RejectedError, TransitError
 from hilltop.rendezvous import capabilities
 from hilltop.transfer import engine as eng
-from hilltop.transfer import offers, resume, targets
+from hilltop.transfer import inline, offers, resume, targets
 from hilltop.transfer.engine import Plan
 from hilltop.transfer.manifest import ManifestEntry
 from hilltop.transfer.offers import (
@@ -60,6 +61,7 @@ __all__ = [
     "Answer", "DirectoryOffer", "ErrorMsg", "FileOffer", "FilesOffer", "Incoming",
     "Listener", "MESSAGE_ACK", "ManifestEntry", "Offer", "Prepared", "ReceiveChoices",
     "StreamOffer", "TextOffer", "Trailer", "TransitOptions",
+    "inline_allowed", "inline_eligible", "may_go_inline",
     "open_bundle", "open_source", "parse_app_message", "prepare", "reads_our_stdin",
     "receive_offer", "send", "stream_source", "warm_up_transit", "writer_sink",
 ]
@@ -91,7 +93,49 @@ async def plan_for(w: Wormhole, options: TransitOptions, *, stream: bool = False
     return Plan(record_size, records.whole_file_sha256(ours, peer),
                 records.record_cipher(ours, peer),
                 v1_peer=record_size < records.BIG_RECORD_SIZE, stream=stream,
-                resumable=resume.negotiated(ours, peer), idle_timeout=options.idle_timeout)
+                resumable=resume.negotiated(ours, peer), idle_timeout=options.idle_timeout,
+                inline=capabilities.INLINE in peer.shared_features(ours))
+
+
+# --- inline: a small file in its offer (hilltop.transfer.inline decides) ---------------------
+def inline_allowed(options: TransitOptions) -> bool:
+    """Whether these options leave a small file free to ride in its offer; a run whose
+    transit the user restricted does not list ``inline-file-v1``
+    (:func:`hilltop.transfer.inline.allowed_by`)."""
+    return inline.allowed_by(options)
+
+
+def inline_eligible(source: Any, options: TransitOptions) -> bool:
+    """Whether ``source`` may go inline if the peer lists the feature: such a sender
+    neither announces ``transit-follows`` nor warms up transit before the peer's version."""
+    return inline.eligible(source.offer, source.size, options)
+
+
+def may_go_inline(path: str | None, options: TransitOptions) -> bool:
+    """:func:`inline_eligible` for a path not opened yet (one ``stat``), for the ``version``
+    message that leaves before the file is opened; the opened source decides again."""
+    if path is None:
+        return False
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and inline.eligible(
+        FileOffer(os.path.basename(path) or "-", st.st_size), st.st_size, options)
+
+
+def read_inline(source: Any) -> bytes:
+    """The whole of a small source (at most :data:`hilltop.transfer.offers.INLINE_LIMIT`
+    bytes): its reads check, as the bulk's do, that the file did not change meanwhile."""
+    chunks: list[bytes] = []
+    left = source.size
+    while left > 0:
+        chunk = source.read(left)
+        if not chunk:
+            raise LocalError(f"{source.path!r} got shorter while it was being sent")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 async def may_resume(w: Wormhole) -> bool:
@@ -366,6 +410,12 @@ class _Shell:
                 self.sink.resume_at(offset, hashed)
             case eng.StartBulk():
                 self._track(self._bulk(action), e.bulk_done)
+            case eng.WriteSink(data):
+                if not e.finished:  # a sink that failed before: nothing more goes in
+                    self.sink.write(data)
+                    self._moved(len(data))
+            case eng.FinishSink(length, sha256) if e.finished:
+                pass
             case eng.FinishSink(length, sha256):
                 try:
                     if length is not None:
@@ -536,6 +586,14 @@ async def send(reactor: Any, w: Wormhole, source: Any, options: TransitOptions, 
     if stream and capabilities.STREAM not in features:
         engine.start_offer(b"", features, peer.is_v1_only)
         return await shell.wait()
+    if inline.chosen(source.offer, None if stream else source.size, options, features):
+        try:
+            data = read_inline(source)
+        except HilltopError as err:  # the receiver waits for an offer: tell it why none comes
+            w.send_message(ErrorMsg(eng.reason_for_peer(err)).to_wire())
+            raise
+        engine.start_inline(data)
+        return await shell.wait()
     if dilated is not None:
         shell.durable = dilated
         engine.start_offer(NO_TRANSIT, features, peer.is_v1_only)
@@ -589,6 +647,9 @@ class Incoming:
         engine = shell.engine
         engine.plan = replace(engine.plan, stream=isinstance(self.offer, StreamOffer),
                               idle_timeout=options.idle_timeout)
+        if engine.inline:  # the bytes came in the offer: no transit, no race
+            engine.accept_inline(resume_offset=getattr(sink, "resume_offset", 0))
+            return await shell.wait()
         try:
             if engine.peer_transit == offers.TransitMsg():  # the sender chose Dilation
                 shell.durable = await durable(shell.w, options)

@@ -35,3 +35,18 @@ def test_only_a_sender_that_will_need_transit_announces_it() -> None:
 
     assert TRANSIT_FOLLOWS in features(transit_follows=True)  # a file, folder, stream
     assert TRANSIT_FOLLOWS not in features()  # a text, a receiver
+
+
+@pytest.mark.parametrize(("options", "listed"), [
+    ({}, True),
+    ({"tor": True}, True),
+    ({"no_listen": True}, True),
+    ({"transports": ["direct-tcp"]}, False),
+    ({"durable": True}, False),
+])
+def test_a_run_that_chose_its_transit_does_not_take_files_in_the_offer(
+        options: dict[str, object], listed: bool) -> None:
+    from hilltop.rendezvous.capabilities import INLINE
+
+    features = app_versions(TransitOptions(**options))["hilltop"]["features"]  # type: ignore[arg-type]
+    assert (INLINE in features) is listed
