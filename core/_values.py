@@ -1,11 +1,11 @@
 """Value classes: dataclasses that share one ``__eq__``, ``__hash__`` and ``__repr__`` code.
 
 Why: on Python 3.11 ``@dataclass`` compiles each method it generates with an ``exec`` of its
-own, 0.6-1.1 ms a class, and a 3-byte receive creates ~110 of hilltop's classes at import.
+own, 0.6-1.1 ms a class, and a small receive creates ~90-110 of hilltop's classes at import.
 :func:`value` lets ``dataclasses`` generate only ``__init__`` and the frozen
 ``__setattr__``/``__delattr__`` and gives the class closures over three functions compiled
 once, reading the field names it takes from :func:`dataclasses.fields` when the class is
-made: creating a class costs a third less, ~20-26 ms of CPU in a small transfer's process
+made: creating a class costs a third less, ~23 ms of CPU in a small transfer's process
 (bench/README.md, "Sixth session"); comparing costs ~100 ns more a call, and no bulk path
 compares these classes. The semantics are the generated methods': equal only to an
 instance of the very same class whose compared fields are equal as tuples
