@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import click
 
+from hilltop._values import value
 from hilltop.cli import output
 from hilltop.errors import LocalError
 from hilltop.webrtc.settings import WebRTCSettings
@@ -26,7 +26,7 @@ from hilltop.webrtc.settings import WebRTCSettings
 RELAY_HOW = "--transit-helper ws://HOST:PORT/ or wss://..., the WebSocket side of a transit relay"
 
 
-@dataclass(frozen=True)
+@value
 class BrowserAddress:
     """Where the page is served: ``host`` is also what the printed URL names."""
 
@@ -116,7 +116,7 @@ def check_reachable(host: str) -> None:
                       "this computer can open it (use --browser-address for another one)")
 
 
-@dataclass(frozen=True)
+@value
 class BrowserPage:
     """What ``announce_code`` needs to print the page's URL once the code is known."""
 

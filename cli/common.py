@@ -11,9 +11,9 @@ import errno
 import signal
 import sys
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
+from hilltop._values import value
 from hilltop.cli import events, exitcodes, output
 from hilltop.cli.prompts import end_question_line, restore_terminal
 from hilltop.errors import HilltopError, OutOfFileDescriptors
@@ -35,7 +35,7 @@ def zero_mode_code(code: str | None, lan: bool, code_flag: str) -> str:
     return ZERO_MODE_CODE
 
 
-@dataclass
+@value(frozen=False)
 class GlobalOptions:
     """The options every command shares (given before the command name)."""
 

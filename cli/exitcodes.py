@@ -12,9 +12,9 @@ class falls back to its parent's entry rather than to a generic one.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 
 from hilltop import errors
+from hilltop._values import value
 
 
 class ExitStatus(enum.IntEnum):
@@ -29,7 +29,7 @@ class ExitStatus(enum.IntEnum):
     INTERRUPTED = 130  # SIGINT or SIGTERM (128 + SIGINT, as shells report Ctrl-C)
 
 
-@dataclass(frozen=True)
+@value
 class Outcome:
     """How an error ends a command: its exit status and its stable ``--json`` code."""
 

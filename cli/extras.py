@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from hilltop._values import value
 
-@dataclass(frozen=True)
+
+@value
 class Origin:
     """Where this installation came from, as pip recorded it."""
 

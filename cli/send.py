@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from hilltop import api
+from hilltop._values import value
 from hilltop.cli import events, output, pipes, prompts, timing
 from hilltop.cli import lan as cli_lan
 from hilltop.cli.common import GlobalOptions, close_quietly, exit_with, run, zero_mode_code
@@ -229,7 +229,7 @@ def _check_several(paths: tuple[str, ...], text: str | None, stream_name: str | 
                                "own, not with other files")
 
 
-@dataclass(frozen=True)
+@value
 class Announcement:
     """The flags of ``send`` that say how the code is chosen and shown."""
 

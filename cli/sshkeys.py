@@ -17,9 +17,9 @@ import contextlib
 import os
 import re
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 
+from hilltop._values import value
 from hilltop.errors import LocalError, RejectedError
 
 KEY_TYPES = frozenset({
@@ -38,7 +38,7 @@ _PRINTABLE_COMMENT = re.compile(r"[^\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\
                                 r"\u2066-\u2069\u2028\u2029\ud800-\udfff]*")
 
 
-@dataclass(frozen=True)
+@value
 class PublicKey:
     """One line of an OpenSSH public key file, split into its three parts."""
 

@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
+from hilltop._values import value
 from hilltop.cli import output
 
 if TYPE_CHECKING:
     from hilltop.api import Wormhole
 
 
-@dataclass
+@value(frozen=False)
 class Event:
     """One entry of the ``--dump-timing`` file, in official 0.24's layout."""
 

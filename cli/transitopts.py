@@ -28,8 +28,9 @@ def transit_flags(f: Callable[..., Any]) -> Callable[..., Any]:
                           "--no-listen also sends no local address (direct hints, LAN, "
                           "WebRTC host candidates), so the peer is met at the relay")(f)
     f = click.option("--transports", metavar="LIST", default=None,
-                     help="comma-separated transports that may take part, e.g. 'relay'; "
-                          "see 'wormhole transports'")(f)
+                     help="comma-separated transports that may take part, e.g. 'relay' (a small "
+                          "file then takes them too, not the offer); see 'wormhole transports'"
+                     )(f)
     f = no_plugins_flag(f)
     f = idle_timeout_flag(f)
     f = reconnect_grace_flag(f)

@@ -14,11 +14,11 @@ looked for as ``send --tor`` would (:class:`hilltop.tor.manager.TorManager`), un
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from hilltop._values import value
 from hilltop.cli import output
 from hilltop.cli.transitopts import no_plugins_chosen, no_plugins_flag
 from hilltop.errors import HilltopError
@@ -35,7 +35,7 @@ TOR_CHECK_SECONDS = 10.0
 never answers, or a SOCKS probe (2 s each), is what this bounds."""
 
 
-@dataclass(frozen=True)
+@value
 class TorFound:
     """What ``--check`` learnt about Tor: whether ``send --tor`` could use it, and how."""
 

@@ -23,11 +23,12 @@ The user-facing guide, with the rules for failures, timeouts and cancellation, i
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import pluggy
 
+from hilltop._values import value
 from hilltop.transit.settings import TransportSettings  # plugin API: TransitSession.settings
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ speaks of it (:attr:`TransitSession.role`) and the pure transit engines may impo
 module without pulling in any I/O."""
 
 
-@dataclass(frozen=True)
+@value
 class TransportInfo:
     """What a transport is, for the race and for the ``wormhole transports`` command.
 
@@ -128,7 +129,7 @@ class SessionServices(Protocol):
     async def peer_uses(self, transport: str) -> bool: ...
 
 
-@dataclass
+@value(frozen=False)
 class TransitSession:
     """Everything a transport may need during one transit session; passed to every hook.
 

@@ -38,7 +38,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ from twisted.internet import defer
 from twisted.internet.task import deferLater
 from twisted.python.failure import Failure
 
+from hilltop._values import value
 from hilltop.errors import TransitError
 from hilltop.hints import parse_hints
 from hilltop.hookspecs import TransitSession, TransportInfo
@@ -99,7 +100,7 @@ class Leaks:
 
 
 # --- the subject ---------------------------------------------------------------------------------
-@dataclass
+@value(frozen=False)
 class TransportSubject:
     """The transport under test and how to set up the two sides.
 
@@ -258,8 +259,8 @@ class ConformanceSuite:
         results = await defer.DeferredList(
             [s.connect(through_json(s, r_hints)), r.connect(through_json(r, s_hints))],
             consumeErrors=True)
-        for ok, value in results:
-            assert not ok and isinstance(value, Failure) and value.check(TransitError), value
+        for ok, outcome in results:
+            assert not ok and isinstance(outcome, Failure) and outcome.check(TransitError), outcome
         await s.stop()
         await r.stop()
         await leaks.check()
@@ -362,7 +363,7 @@ def transit_relay() -> Iterator[int]:
         proc.wait(10)
 
 
-@dataclass(frozen=True)
+@value
 class LocalCA:
     """A CA made for one test and a server certificate it signed for ``localhost``."""
 

@@ -8,9 +8,9 @@ we actually dial with are checked.
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
+from hilltop._values import value
 from hilltop.errors import MalformedHintError
 
 
@@ -51,7 +51,7 @@ def endpoint_text(host: str, port_: int) -> str:
     return f"[{host}]:{port_}" if ":" in host else f"{host}:{port_}"
 
 
-@dataclass(frozen=True)
+@value
 class EndpointHint:
     """A hint that is just a TCP endpoint; each wire type subclasses it and sets ``type``."""
 

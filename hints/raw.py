@@ -13,14 +13,15 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import MappingProxyType
 from typing import Any
 
+from hilltop._values import value
 from hilltop.errors import MalformedHintError
 
 
-@dataclass(frozen=True)
+@value
 class RawHint:
     """One wire hint, untouched: ``data`` is the whole JSON object, ``"type"`` included."""
 

@@ -12,9 +12,10 @@ is kept.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, ClassVar
 
+from hilltop._values import value
 from hilltop.errors import MalformedHintError
 from hilltop.hints import _tcp, direct_tcp_v1, websocket_v1
 
@@ -25,7 +26,7 @@ TYPE = "relay-v1"
 Endpoint = direct_tcp_v1.Hint | websocket_v1.Hint
 
 
-@dataclass(frozen=True)
+@value
 class Hint:
     """A parsed ``relay-v1`` hint: one relay and the endpoints that reach it."""
 

@@ -8,10 +8,10 @@ inner type, so sending one beside a ``direct-tcp-v1`` endpoint costs them nothin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
+from hilltop._values import value
 from hilltop.hints import _tcp
 from hilltop.transit.relayaddress import check_websocket_url
 
@@ -20,7 +20,7 @@ TYPES = (TYPE, "websocket")
 """The inner endpoint types read as WebSocket endpoints: the spec's name and magic-wormhole.rs's."""
 
 
-@dataclass(frozen=True)
+@value
 class Hint:
     """A parsed ``websocket-v1`` endpoint (the URL of a relay's WebSocket)."""
 

@@ -17,10 +17,13 @@ ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ("core", "cli", "hints", "transports")
 
 
+DECORATORS = {"dataclass", "value"}  # value: hilltop._values, a dataclass with shared methods
+
+
 def _is_dataclass(decorator: ast.expr) -> bool:
     target = decorator.func if isinstance(decorator, ast.Call) else decorator
-    return ((isinstance(target, ast.Name) and target.id == "dataclass")
-            or (isinstance(target, ast.Attribute) and target.attr == "dataclass"))
+    return ((isinstance(target, ast.Name) and target.id in DECORATORS)
+            or (isinstance(target, ast.Attribute) and target.attr in DECORATORS))
 
 
 def undocumented_dataclasses(source: str, where: str) -> list[str]:
@@ -41,6 +44,8 @@ def test_every_dataclass_has_a_docstring() -> None:
     "@dataclass\nclass A:\n    x: int\n",
     "@dataclass(frozen=True)\nclass A:\n    x: int\n",
     "@dataclasses.dataclass(slots=True)\nclass A:\n    x: int  # a comment is no docstring\n",
+    "@value\nclass A:\n    x: int\n",
+    "@value(frozen=False)\nclass A:\n    x: int\n",
 ])
 def test_a_dataclass_without_a_docstring_is_caught(source: str) -> None:
     assert undocumented_dataclasses(source, "m.py") == ["m.py:2 A"]

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from twisted.internet import defer
 from twisted.internet.error import CannotListenError
 
+from hilltop._values import value
 from hilltop.hints import direct_tcp_v1
 from hilltop.hints._tcp import usable_address
 from hilltop.hookspecs import TransitSession, TransportInfo, hookimpl
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 NAME = "direct-tcp"
 
 
-@dataclass(frozen=True)
+@value
 class DirectTCPSettings:
     """What ``direct-tcp`` reads from ``session.settings``.
 

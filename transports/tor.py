@@ -19,13 +19,13 @@ from __future__ import annotations
 import importlib.util
 import ipaddress
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 from twisted.internet import defer
 from twisted.internet.protocol import Factory
 from twisted.python.failure import Failure
 
+from hilltop._values import value
 from hilltop.hints import direct_tcp_v1, relay_v1, tor_tcp_v1
 from hilltop.hookspecs import TransitSession, TransportInfo, hookimpl
 from hilltop.streams import InboundFactory, TCPStream
@@ -180,7 +180,7 @@ class Tor:
             await self._sessions.release(session)
 
 
-@dataclass
+@value(frozen=False)
 class _Service:
     """One session's onion service: the local listener and Tor's (maybe unfinished) making."""
 

@@ -12,7 +12,6 @@ alone and holds at most so many connections, per address and in all, each only w
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
 from twisted.internet.interfaces import IAddress
@@ -20,11 +19,13 @@ from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
 from twisted.web.http import HTTPChannel
 from twisted.web.server import Site
 
+from hilltop._values import value
+
 REFUSE_BODY = (b"HTTP/1.1 413 Content Too Large\r\n"
                b"Content-Length: 0\r\nConnection: close\r\n\r\n")
 
 
-@dataclass(frozen=True)
+@value
 class ConnectionLimits:
     """How many connections a guarded server holds, and how long an idle one may stay."""
 

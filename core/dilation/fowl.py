@@ -15,11 +15,11 @@ call, so each goes in its own write (one DATA record).
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from typing import Any
 
 import msgpack
 
+from hilltop._values import value
 from hilltop.errors import LocalError, ProtocolError
 
 APPID = "meejah.ca/wormhole/forward"
@@ -92,7 +92,7 @@ def connect_reply(connected: bool, reason: str | None = None) -> dict[str, Any]:
     return out
 
 
-@dataclass(frozen=True)
+@value
 class Spec:
     """``NAME[:PORT]`` from the command line; port 0/None means any free port."""
 

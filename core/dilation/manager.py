@@ -20,10 +20,10 @@ Pure (events in, actions out, ``now`` passed in). Two halves, as official 0.24's
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 from enum import Enum, auto
 
 from hilltop._transitions import move
+from hilltop._values import value
 from hilltop.dilation import records as r
 from hilltop.dilation import wire
 from hilltop.errors import ProtocolError
@@ -53,7 +53,7 @@ SUB_MOVES: dict[tuple[Sub, str], Sub] = {
 }
 
 
-@dataclass(frozen=True)
+@value
 class Opened:
     """The peer opened subchannel ``scid`` for ``subprotocol``."""
 
@@ -61,7 +61,7 @@ class Opened:
     subprotocol: str
 
 
-@dataclass(frozen=True)
+@value
 class Received:
     """Bytes that arrived on subchannel ``scid``, in order."""
 
@@ -69,14 +69,14 @@ class Received:
     data: bytes
 
 
-@dataclass(frozen=True)
+@value
 class Closed:
     """Subchannel ``scid`` is closed both ways."""
 
     scid: int
 
 
-@dataclass(frozen=True)
+@value
 class DropConnection:
     """The leader heard no pong for two intervals: close the L2 connection."""
 
@@ -286,28 +286,28 @@ GEN_MOVES: dict[tuple[Gen, str], Gen] = {
 }
 
 
-@dataclass(frozen=True)
+@value
 class Send:
     """Send this message in our next ``dilate-N`` phase."""
 
     message: wire.Message
 
 
-@dataclass(frozen=True)
+@value
 class StartGeneration:
     """Start racing a new generation of L2 connections (stop any earlier one first)."""
 
     number: int
 
 
-@dataclass(frozen=True)
+@value
 class UseHints:
     """The peer's connection hints (wire form): dial them for the current generation."""
 
     hints: list[dict[str, object]]
 
 
-@dataclass(frozen=True)
+@value
 class Drop:
     """Close the current L2 connection (the leader asked for a new generation)."""
 

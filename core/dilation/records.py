@@ -8,8 +8,8 @@ own parse test pins OPEN(scid 513, seqnum 256, "proto") to ``03 00000201 0000010
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 
+from hilltop._values import value
 from hilltop.errors import ProtocolError
 
 T_KCM, T_PING, T_PONG, T_OPEN, T_DATA, T_CLOSE, T_ACK = range(7)
@@ -22,26 +22,26 @@ class BadDilationRecord(ProtocolError):
     """The peer sent a record we cannot parse: the L2 connection is dropped."""
 
 
-@dataclass(frozen=True)
+@value
 class KCM:
     """Key confirmation: the first record on a connection (the follower's, then the leader's)."""
 
 
-@dataclass(frozen=True)
+@value
 class Ping:
     """Liveness probe; the peer answers with a :class:`Pong` carrying the same ``ping_id``."""
 
     ping_id: bytes  # 4 opaque bytes
 
 
-@dataclass(frozen=True)
+@value
 class Pong:
     """The answer to the :class:`Ping` with this ``ping_id``."""
 
     ping_id: bytes
 
 
-@dataclass(frozen=True)
+@value
 class Open:
     """Open subchannel ``scid`` for ``subprotocol`` (sequenced, acked)."""
 
@@ -50,7 +50,7 @@ class Open:
     subprotocol: str
 
 
-@dataclass(frozen=True)
+@value
 class Data:
     """Bytes for subchannel ``scid`` (sequenced, acked)."""
 
@@ -59,7 +59,7 @@ class Data:
     data: bytes
 
 
-@dataclass(frozen=True)
+@value
 class Close:
     """Close subchannel ``scid`` (sequenced, acked)."""
 
@@ -67,7 +67,7 @@ class Close:
     scid: int
 
 
-@dataclass(frozen=True)
+@value
 class Ack:
     """The peer has every sequenced record up to ``resp_seqnum``: drop them from the queue."""
 

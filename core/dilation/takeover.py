@@ -31,10 +31,10 @@ generation is relayed, and only once at a time.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from enum import Enum, auto
 
 from hilltop._transitions import move
+from hilltop._values import value
 
 PROBE_SCHEDULE: tuple[float, ...] = (2.0, 5.0, 10.0)
 """Seconds from the relay's win to the first probes: a path that opens soon after the start (a
@@ -85,7 +85,7 @@ TAKE_MOVES: dict[tuple[Take, str], Take] = {
 }
 
 
-@dataclass(frozen=True)
+@value
 class Probe:
     """Dial the follower's direct hints now; answer with :meth:`Takeover.probe_answered`.
     ``punch``: also ask the follower to punch and punch towards its punch hint."""
@@ -93,18 +93,18 @@ class Probe:
     punch: bool = False
 
 
-@dataclass(frozen=True)
+@value
 class Punch:
     """Follower: punch towards the leader's punch hint now (it asked); answer with
     :meth:`Takeover.probe_answered`. The leader decides what an answer means."""
 
 
-@dataclass(frozen=True)
+@value
 class CancelProbe:
     """The probe's deadline passed: stop its dials (it counts as unreachable)."""
 
 
-@dataclass(frozen=True)
+@value
 class Switch:
     """Drop the relay connection: the reconnect that follows races the direct path."""
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from hilltop._values import value
 from hilltop.errors import ProtocolError
 from hilltop.rendezvous.key import derive_key
 
@@ -39,7 +40,7 @@ class BadDilationMessage(ProtocolError):
     """A ``dilate-N`` message that is not JSON or lacks what its type needs."""
 
 
-@dataclass(frozen=True)
+@value
 class Please:
     """``please``: the first Dilation message, our side and the version we will use."""
 
@@ -47,19 +48,19 @@ class Please:
     use_version: str | None = None
 
 
-@dataclass(frozen=True)
+@value
 class ConnectionHints:
     """``connection-hints``: where the peer can be dialled for the L2 connection."""
 
     hints: list[dict[str, Any]] = field(default_factory=list)  # wire form; parsed by the shell
 
 
-@dataclass(frozen=True)
+@value
 class Reconnect:
     """Leader to follower: the connection is gone, start a new generation."""
 
 
-@dataclass(frozen=True)
+@value
 class Reconnecting:
     """Follower to leader: ready for a new generation (hints follow)."""
 

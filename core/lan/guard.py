@@ -34,19 +34,20 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from twisted.internet.protocol import Factory, connectionDone
 from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
 from twisted.python.failure import Failure
 
+from hilltop._values import value
+
 log = logging.getLogger(__name__)
 
 ANNOUNCED_ONLY = "this LAN mailbox serves only the nameplate it announced"
 
 
-@dataclass(frozen=True)
+@value
 class LanLimits:
     """What one LAN mailbox session lets a client spend, so a host on the LAN cannot flood us."""
 

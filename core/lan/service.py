@@ -18,12 +18,13 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable, Coroutine, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from twisted.internet import defer
 from twisted.internet.error import CannotListenError
 
+from hilltop._values import value
 from hilltop.errors import LocalError, NameTaken, NotFoundOnLan
 from hilltop.hints._tcp import usable_address
 from hilltop.lan import wire
@@ -38,7 +39,7 @@ def aio(coro: Coroutine[Any, Any, Any]) -> defer.Deferred[Any]:
 
 
 # --- interfaces -------------------------------------------------------------------------------
-@dataclass(frozen=True)
+@value
 class LanInterfaces:
     """Where to listen and announce: usable addresses, and zeroconf's interface list."""
 

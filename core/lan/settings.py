@@ -8,13 +8,13 @@ out on the LAN in every announcement anyway, while the key also protects the rec
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from hilltop._values import value
 from hilltop.lan import wire
 
 
-@dataclass(frozen=True)
+@value
 class LanTags:
     """Ours, to announce our listener under; theirs, to look for the peer's."""
 
@@ -37,7 +37,7 @@ class LanTags:
                    wire.transit_tag(transit_key, wire.peer_role(role)))
 
 
-@dataclass(frozen=True)
+@value
 class LanSettings:
     """What the ``lan`` transport reads from ``session.settings``.
 

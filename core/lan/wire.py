@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 
+from hilltop._values import value
 from hilltop.errors import ProtocolError
 from hilltop.hints._tcp import usable_address
 from hilltop.rendezvous import codes, key
@@ -87,7 +87,7 @@ def transit_service_name(tag: str) -> str:
 
 
 # --- TXT records ----------------------------------------------------------------------------
-@dataclass(frozen=True)
+@value
 class MailboxTxt:
     """A LAN mailbox's TXT record, parsed: the nameplate it serves and its WebSocket path."""
 

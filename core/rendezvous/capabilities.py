@@ -15,8 +15,9 @@ list it; its name in ``features`` or ``transports`` is the whole negotiation.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
+
+from hilltop._values import value
 
 APP_KEY = "hilltop"
 
@@ -167,7 +168,7 @@ def advertisement(version: str, transports: Iterable[str], features: Iterable[st
     }
 
 
-@dataclass(frozen=True)
+@value
 class PeerCapabilities:
     """What the peer told us. ``hilltop_version is None`` means a v1 (official or Go) peer."""
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from hilltop._values import value
 from hilltop.errors import CodeFormatError
 from hilltop.rendezvous import wordlist
 
@@ -38,7 +38,7 @@ def check_nameplate(text: str) -> str:
     return text
 
 
-@dataclass(frozen=True)
+@value
 class Code:
     """A checked code; building one with a bad part is a programming error (ValueError)."""
 

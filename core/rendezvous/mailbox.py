@@ -19,11 +19,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import Enum, auto
 from typing import Any
 
 from hilltop._transitions import move as _move
+from hilltop._values import value
 from hilltop.errors import (
     CodeFormatError,
     HilltopError,
@@ -50,7 +51,7 @@ second for ever (each welcome counted as a recovery); its connections last milli
 working server's last as long as the transfer."""
 
 
-@dataclass(frozen=True)
+@value
 class Timeouts:
     """How long the server may take to answer before we give up on it (seconds).
 
@@ -79,6 +80,9 @@ class Timeouts:
                         self.reconnect * factor)
 
 
+DEFAULT_TIMEOUTS = Timeouts()
+"""The timeouts of a :class:`Mailbox` given none (one shared instance: it is frozen)."""
+
 WAIT_TEXT = {
     "welcome": "accepted our connection but sent no welcome",
     "allocated": "did not allocate a nameplate",
@@ -87,7 +91,7 @@ WAIT_TEXT = {
 
 
 # --- events (outputs other than frames) -------------------------------------------------------
-@dataclass(frozen=True)
+@value
 class WelcomeEvent:
     """The server's ``welcome``: a message of the day, the newest CLI version, our address."""
 
@@ -96,21 +100,21 @@ class WelcomeEvent:
     your_address: messages.SeenAddress | None = None
 
 
-@dataclass(frozen=True)
+@value
 class NameplatesEvent:
     """The nameplates the server lists (for code completion)."""
 
     nameplates: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@value
 class CodeReady:
     """The whole code is known (allocated, typed or given): show it to the user."""
 
     code: str
 
 
-@dataclass(frozen=True)
+@value
 class CodeConsumed:
     """The server freed our nameplate because the peer came: nobody else can use the code.
 
@@ -119,14 +123,14 @@ class CodeConsumed:
     """
 
 
-@dataclass(frozen=True)
+@value
 class KeyEstablished:
     """The SPAKE2 exchange finished. The key is not yet confirmed (that is PeerVersions)."""
 
     verifier: bytes
 
 
-@dataclass(frozen=True)
+@value
 class PeerVersions:
     """The peer's ``version`` message decrypted: the key is confirmed, app messages may flow.
     ``versions`` is the whole message (Dilation's ``can-dilate`` sits beside ``app_versions``)."""
@@ -135,28 +139,28 @@ class PeerVersions:
     versions: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@value
 class DilateReceived:
     """The peer's next ``dilate-N`` message, decrypted, in order (for :mod:`hilltop.dilation`)."""
 
     data: bytes
 
 
-@dataclass(frozen=True)
+@value
 class Received:
     """An application message from the peer, decrypted, in phase order."""
 
     data: bytes
 
 
-@dataclass(frozen=True)
+@value
 class PongEvent:
     """The server answered our ``ping`` with this number."""
 
     pong: int
 
 
-@dataclass(frozen=True)
+@value
 class Refused:
     """A frame over :data:`messages.MAX_FRAME_CHARS` arrived once the key was confirmed: a
     peer's message (only a text offer gets that big) that we will not read. The wormhole stays
@@ -165,12 +169,12 @@ class Refused:
     error: UnknownOfferError
 
 
-@dataclass(frozen=True)
+@value
 class ConnectNow:
     """The shell should open a (new) WebSocket connection."""
 
 
-@dataclass(frozen=True)
+@value
 class Reconnecting:
     """The connection to the server was lost (or would not stay up): the next attempt is in
     ``retry_in`` seconds, and the engine gives up ``give_up_in`` seconds from now."""
@@ -180,12 +184,12 @@ class Reconnecting:
     attempt: int
 
 
-@dataclass(frozen=True)
+@value
 class DisconnectNow:
     """The shell should drop the WebSocket; the engine is done with it."""
 
 
-@dataclass(frozen=True)
+@value
 class ClosedEvent:
     """The wormhole is closed with ``mood``; ``error`` says why when it failed."""
 
@@ -272,7 +276,7 @@ class Mailbox:
         random_bytes: Callable[[int], bytes],
         app_versions: dict[str, Any] | None = None,
         client_version: tuple[str, str] = ("hilltop", "0"),
-        timeouts: Timeouts = Timeouts(),
+        timeouts: Timeouts = DEFAULT_TIMEOUTS,
         version_extras: dict[str, Any] | None = None,
     ) -> None:
         self.appid = appid

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from hilltop._values import value
 from hilltop.errors import ProtocolError
 
 MAX_FRAME_CHARS = 48 * 1024 * 1024
@@ -22,7 +23,7 @@ peaked our receiver at 221 MiB RSS. Frames over twice this are refused from thei
 (:mod:`hilltop.rendezvous.client`). Our own senders stay under 8 MiB, which every hilltop reads."""
 
 
-@dataclass(frozen=True)
+@value
 class SeenAddress:
     """Where the mailbox server saw our connection come from (``welcome["your-address"]``,
     server 0.8): behind a NAT, the public address and port the NAT mapped it to."""
@@ -31,7 +32,7 @@ class SeenAddress:
     port: int
 
 
-@dataclass(frozen=True)
+@value
 class Welcome:
     """``welcome``: the server's first message (an ``error`` in it means it refuses us)."""
 
@@ -71,40 +72,40 @@ def parse_your_address(value: Any) -> SeenAddress | None:
     return None
 
 
-@dataclass(frozen=True)
+@value
 class Ack:
     """``ack``: the server got our message with this ``id``."""
 
     id: str | None
 
 
-@dataclass(frozen=True)
+@value
 class NameplateList:
     """``nameplates``: the nameplates in use (for code completion)."""
 
     nameplates: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@value
 class Allocated:
     """``allocated``: the nameplate the server chose for us."""
 
     nameplate: str
 
 
-@dataclass(frozen=True)
+@value
 class Claimed:
     """``claimed``: the mailbox behind the nameplate we claimed."""
 
     mailbox: str
 
 
-@dataclass(frozen=True)
+@value
 class Released:
     """``released``: the server freed our nameplate."""
 
 
-@dataclass(frozen=True)
+@value
 class Message:
     """``message``: a side's message in the mailbox (ours echoed back too), body still encrypted."""
 
@@ -114,19 +115,19 @@ class Message:
     id: str | None = None
 
 
-@dataclass(frozen=True)
+@value
 class Closed:
     """``closed``: the server closed our mailbox."""
 
 
-@dataclass(frozen=True)
+@value
 class Pong:
     """``pong``: the answer to our ``ping``."""
 
     pong: int
 
 
-@dataclass(frozen=True)
+@value
 class ServerErrorMsg:
     """``error``: the server refused a message of ours (``orig``)."""
 
@@ -134,7 +135,7 @@ class ServerErrorMsg:
     orig: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@value
 class Unknown:
     """A message type we do not know: ignored, as the protocol lets servers add types."""
 

@@ -6,16 +6,17 @@ the ``--tor`` flags costs a command nothing until Tor is really wanted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
+from hilltop._values import value
 from hilltop.errors import LocalError
 
 if TYPE_CHECKING:
     from hilltop.tor.manager import TorManager
 
 
-@dataclass(frozen=True)
+@value
 class TorSettings:
     """How to find Tor (the ``--launch-tor``, ``--tor-control-port``, ``--tor-socks`` flags)."""
 
@@ -32,7 +33,7 @@ def parse_socks(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-@dataclass(frozen=True)
+@value
 class TorTransitSettings:
     """What the ``tor`` and ``tor-relay`` transports read from ``session.settings``.
 

@@ -31,11 +31,12 @@ import hashlib
 import hmac
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import Enum, auto
 from typing import Any
 
 from hilltop._transitions import move
+from hilltop._values import value
 from hilltop.errors import (
     HilltopError,
     PeerRejectedError,
@@ -80,7 +81,7 @@ def reason_for_peer(error: BaseException) -> str:
     return text if len(text) <= 300 else text[:300] + "..."
 
 
-@dataclass(frozen=True)
+@value
 class Plan:
     """What both peers' features and the offer decide for one transfer.
 
@@ -103,24 +104,24 @@ class Plan:
 
 
 # --- actions (what the shell does) ------------------------------------------------------------
-@dataclass(frozen=True)
+@value
 class SendMessage:
     """An app message through the encrypted mailbox."""
     data: bytes
 
 
-@dataclass(frozen=True)
+@value
 class ReadMessage:
     """Deliver the peer's next app message (:meth:`TransferEngine.message`)."""
 
 
-@dataclass(frozen=True)
+@value
 class Connect:
     """Race the peer's transit hints; then :meth:`TransferEngine.channel_up`."""
     peer: offers.TransitMsg
 
 
-@dataclass(frozen=True)
+@value
 class ProvePrefix:
     """Hash the kept prefix (on a thread): the sender its first ``offset`` bytes, the
     receiver its kept partial; then :meth:`TransferEngine.proof_ready`."""
@@ -128,7 +129,7 @@ class ProvePrefix:
     salt: bytes
 
 
-@dataclass(frozen=True)
+@value
 class SendRecord:
     """A record on the channel. ``final``: the receiver's ack; a channel already gone is
     then only a warning (:meth:`TransferEngine.ack_unsent`)."""
@@ -136,26 +137,26 @@ class SendRecord:
     final: bool = False
 
 
-@dataclass(frozen=True)
+@value
 class ReadRecord:
     """Deliver the peer's next record (:meth:`TransferEngine.record`), or its loss."""
 
 
-@dataclass(frozen=True)
+@value
 class PrepareSink:
     """Before the first byte: whether the sink hashes and may write around the page cache."""
     skip_hash: bool
     direct_io: bool
 
 
-@dataclass(frozen=True)
+@value
 class ResumeSinkAt:
     """The receiver continues its kept partial at ``offset`` (0: starts over)."""
     offset: int
     hashed: bool
 
 
-@dataclass(frozen=True)
+@value
 class StartBulk:
     """Move the data: the sender from ``offset`` (continuing ``hasher`` if any), the
     receiver ``size`` bytes (None: a stream, to its trailer), reporting
@@ -167,13 +168,13 @@ class StartBulk:
     hasher: Any = None
 
 
-@dataclass(frozen=True)
+@value
 class WriteSink:
     """The receiver writes an inline file's bytes (they came in the offer) to its sink."""
     data: bytes
 
 
-@dataclass(frozen=True)
+@value
 class FinishSink:
     """The receiver commits what arrived (a stream: ``length`` bytes, checked against
     ``sha256``); then :meth:`TransferEngine.sink_done`."""
@@ -182,38 +183,38 @@ class FinishSink:
 
 
 # --- notices for the user ---------------------------------------------------------------
-@dataclass(frozen=True)
+@value
 class OfferArrived:
     """The sender's offer; the session decides (:meth:`TransferEngine.accept`, ``reject``)."""
     offer: offers.Offer
 
 
-@dataclass(frozen=True)
+@value
 class Connected:
     """The transit connection is up: ``description`` says which path won."""
     description: str
 
 
-@dataclass(frozen=True)
+@value
 class Resumed:
     """Where the data starts (0 and why, when the kept prefixes differ)."""
     offset: int
     why: str
 
 
-@dataclass(frozen=True)
+@value
 class Unacknowledged:
     """Every byte arrived, but the ack could not be sent."""
     why: str
 
 
-@dataclass(frozen=True)
+@value
 class Done:
     """Succeeded: the agreed SHA-256 (or None), or a stream's :class:`Trailer`."""
     result: Any
 
 
-@dataclass(frozen=True)
+@value
 class Failed:
     """The transfer failed with ``error``; nothing more comes."""
     error: BaseException
@@ -257,14 +258,14 @@ _TABLE: dict[tuple[Stage, str], Stage] = {
 }
 
 
-@dataclass
+@value(frozen=False)
 class _Wait:
     """A record or message we wait for with a limit: what we are doing, and until when."""
     doing: str
     until: float | None
 
 
-@dataclass
+@value(frozen=False)
 class TransferEngine:
     """One transfer, one side. Build with :meth:`sender` or :meth:`receiver`."""
 

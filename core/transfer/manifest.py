@@ -32,9 +32,9 @@ Pure: dataclasses and JSON, no filesystem.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any, Final
 
+from hilltop._values import value
 from hilltop.errors import ProtocolError, UnsafeOfferError
 from hilltop.transfer.entrynames import Claims, safe_parts
 
@@ -47,7 +47,7 @@ MAX_ENTRIES: Final = 100_000
 MAX_MODE: Final = 0o7777
 
 
-@dataclass(frozen=True)
+@value
 class ManifestEntry:
     """One file (``path`` without a trailing "/") or one empty folder (with one, size 0).
 
@@ -74,7 +74,7 @@ class ManifestEntry:
         return body
 
 
-@dataclass(frozen=True)
+@value
 class TopItem:
     """A first-level name of the manifest, and whether it is a folder (implied or not)."""
 
@@ -82,7 +82,7 @@ class TopItem:
     is_dir: bool
 
 
-@dataclass(frozen=True)
+@value
 class FilesOffer:
     """``{"offer": {"hilltop-files": {"entries": [...]}}}``: see the module docstring.
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterable
-from dataclasses import dataclass
 
+from hilltop._values import value
 from hilltop.errors import UnsendableError
 from hilltop.rendezvous import capabilities
 from hilltop.rendezvous.capabilities import PeerCapabilities
@@ -38,7 +38,7 @@ from hilltop.transfer.source import (
 )
 
 
-@dataclass(frozen=True)
+@value
 class Bundle:
     """Every entry of several arguments, walked once; see the module docstring."""
 

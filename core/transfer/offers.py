@@ -16,9 +16,10 @@ import base64
 import binascii
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Final, Literal, TypeVar
 
+from hilltop._values import value
 from hilltop.errors import ProtocolError, UnknownOfferError
 from hilltop.transfer.manifest import FILES_KIND, files_from_body
 from hilltop.transfer.manifest import FilesOffer as FilesOffer  # part of the offer family
@@ -61,7 +62,7 @@ def _want_str(body: dict[str, Any], key: str, what: str) -> str:
 # Messages
 
 
-@dataclass(frozen=True)
+@value
 class TransitMsg:
     """``{"transit": {"abilities-v1": [...], "hints-v1": [...]}}``.
 
@@ -97,7 +98,7 @@ def _dict_items(body: dict[str, Any], key: str) -> tuple[dict[str, Any], ...]:
     return tuple(item for item in value if isinstance(item, dict))
 
 
-@dataclass(frozen=True)
+@value
 class TextOffer:
     """``{"offer": {"message": TEXT}}``: a text message, no transit involved."""
 
@@ -115,7 +116,7 @@ class TextOffer:
         return _expect(cls, data)
 
 
-@dataclass(frozen=True)
+@value
 class FileOffer:
     """``{"offer": {"file": {"filename": NAME, "filesize": N}}}``.
 
@@ -139,7 +140,7 @@ class FileOffer:
         return _expect(cls, data)
 
 
-@dataclass(frozen=True)
+@value
 class DirectoryOffer:
     """``{"offer": {"directory": {...}}}``: a directory sent as one zip stream.
 
@@ -176,7 +177,7 @@ stricter: :func:`hilltop.transfer.targets.safe_name`)."""
 STREAM_KIND: Final = "hilltop-stream"
 
 
-@dataclass(frozen=True)
+@value
 class StreamOffer:
     """``{"offer": {"hilltop-stream": {"name": NAME}}}``: bytes of unknown length (a pipe).
 
@@ -225,7 +226,7 @@ _INLINE_CHARS = 4 * -(-INLINE_LIMIT // 3)  # base64 of INLINE_LIMIT bytes, padde
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
-@dataclass(frozen=True)
+@value
 class InlineFileOffer:
     """``{"offer": {"hilltop-inline-file": {"filename": NAME, "filesize": N, "data": B64}}}``:
     a file of at most :data:`INLINE_LIMIT` bytes inside its offer (feature
@@ -275,7 +276,7 @@ def _inline_from_body(body: object) -> InlineFileOffer:
     return InlineFileOffer(name, data)
 
 
-@dataclass(frozen=True)
+@value
 class InlineAck:
     """``{"answer": {"hilltop-inline-ack": "ok", "sha256": HEX}}``: the receiver saved an
     inline file (on disk, synced); ``sha256`` is what it wrote, for the sender to compare."""
@@ -336,7 +337,7 @@ def _offer_from_body(body: object) -> Offer | InlineFileOffer:
     raise UnknownOfferError(f"peer offered something we do not know how to receive ({kinds})")
 
 
-@dataclass(frozen=True)
+@value
 class Answer:
     """``{"answer": {"message_ack": "ok"}}`` or ``{"answer": {"file_ack": "ok"}}``.
 
@@ -389,7 +390,7 @@ class Answer:
         raise ProtocolError(f"peer sent an answer we do not understand: {body!r}")
 
 
-@dataclass(frozen=True)
+@value
 class ErrorMsg:
     """``{"error": TEXT}``: the peer gave up; show the text and stop."""
 
@@ -403,7 +404,7 @@ class ErrorMsg:
         return _expect(cls, data)
 
 
-@dataclass(frozen=True)
+@value
 class UnknownMessage:
     """A JSON object with none of the v1 keys. Official peers log and skip these, so do we."""
 

@@ -39,9 +39,9 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeGuard
 
+from hilltop._values import value
 from hilltop.errors import ProtocolError
 from hilltop.rendezvous.capabilities import RESUME
 
@@ -64,7 +64,7 @@ def negotiated(ours: Iterable[str], peer: PeerCapabilities) -> bool:
     return RESUME in ours and RESUME in peer.features
 
 
-@dataclass(frozen=True)
+@value
 class PartialRecord:
     """What a kept partial is: the sender's offer identity and the bytes written so far."""
 
@@ -114,7 +114,7 @@ class PartialRecord:
         return self.device == device and self.inode == inode
 
 
-@dataclass(frozen=True)
+@value
 class Decision:
     """Where a receive starts: ``offset`` bytes are kept; ``why`` says so for a person."""
 

@@ -22,11 +22,12 @@ import contextlib
 import os
 import stat
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer
 
+from hilltop._values import value
 from hilltop.errors import HilltopError, LocalError, RejectedError, TransitError
 from hilltop.rendezvous import capabilities
 from hilltop.transfer import engine as eng
@@ -71,7 +72,7 @@ nothing else from :mod:`hilltop.transfer` (tests/cli/test_cli_boundary.py)."""
 Progress = Callable[[int], None]
 
 
-@dataclass
+@value(frozen=False)
 class Listener:
     """What the user sees of a transfer: the events, as callbacks (all optional)."""
 
@@ -705,7 +706,7 @@ def wire_size(offer: FileOffer | DirectoryOffer | FilesOffer) -> int:
 
 
 # --- what to do with an offer: decided here, once ---------------------------------------------
-@dataclass(frozen=True)
+@value
 class ReceiveChoices:
     """What the user chose: ``output`` (``-o``; ``"-"`` writes to ``stdout``), the
     ``directory`` a relative target lands in, text only, and whether to drop a kept partial
@@ -719,7 +720,7 @@ class ReceiveChoices:
     single_stream_only: bool = False  # api.receive_stream: one file's bytes, nothing else
 
 
-@dataclass
+@value(frozen=False)
 class Prepared:
     """An offer the session allows: ``where`` to tell the user (a path, or None for stdout),
     ``size`` on the wire (None: a stream), and the sink to open once the user said yes."""

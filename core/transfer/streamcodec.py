@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Any
 
 from hilltop._transitions import move
+from hilltop._values import value
 from hilltop.errors import ProtocolError
 
 END_MARKER = b""
@@ -37,7 +37,7 @@ MAX_TRAILER = 1024
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
-@dataclass(frozen=True)
+@value
 class Trailer:
     """What the sender says after the end marker: bytes sent and (unless skipped) their SHA-256."""
 

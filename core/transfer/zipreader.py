@@ -23,10 +23,10 @@ import hashlib
 import struct
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Any, Literal
 
+from hilltop._values import value
 from hilltop.errors import ProtocolError, ZipFormatError
 from hilltop.transfer.zipformat import (
     CENTRAL,
@@ -61,28 +61,28 @@ _MAX_ZIP64_END = 64 * 1024  # the fixed part is 44 bytes; no writer adds more
 _HELD_BACK = len(DESCRIPTOR) - 1  # a signature may straddle two feeds
 
 
-@dataclass(frozen=True, slots=True)
+@value(slots=True)
 class MemberStart:
     """A member's local header: where its bytes go (the name is not checked here)."""
 
     name: str
 
 
-@dataclass(frozen=True, slots=True)
+@value(slots=True)
 class MemberData:
     """Uncompressed bytes of the current member, in order."""
 
     data: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@value(slots=True)
 class MemberEnd:
     """The current member is complete and its CRC-32 and sizes were checked."""
 
     size: int
 
 
-@dataclass(frozen=True, slots=True)
+@value(slots=True)
 class CentralEntry:
     """One central-directory record, for the member read at the same place. Whether all of
     them match the members (names, sizes, CRCs) is checked at the end of the archive."""
@@ -93,7 +93,7 @@ class CentralEntry:
     flags: int
 
 
-@dataclass(frozen=True, slots=True)
+@value(slots=True)
 class ArchiveEnd:
     """The end-of-central-directory record: nothing may follow."""
 
@@ -110,7 +110,7 @@ class _State(Enum):
     DONE = auto()
 
 
-@dataclass(slots=True)
+@value(frozen=False, slots=True)
 class _Member:
     """The member being read: its local header's fields and what was read of it so far."""
 

@@ -27,8 +27,8 @@ import stat
 import struct
 from array import array
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
+from hilltop._values import value
 from hilltop.transfer.zipformat import (
     CENTRAL,
     CENTRAL_HEADER,
@@ -68,7 +68,7 @@ DateTime = tuple[int, int, int, int, int, int]
 """Local year, month, day, hour, minute, second: ``time.localtime(mtime)[:6]``."""
 
 
-@dataclass(frozen=True, slots=True)
+@value(slots=True)
 class Entry:
     """One member: a file (``size`` bytes) or, when ``arcname`` ends with "/", a folder."""
 

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
 from enum import Enum, auto
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from hilltop._transitions import move
+from hilltop._values import value
 from hilltop.rendezvous.key import derive_key
 
 if TYPE_CHECKING:
@@ -101,22 +101,22 @@ HANDSHAKE_MOVES: dict[Role, dict[tuple[ShakeState, str], ShakeState]] = {
 """Every legal move of a handshake, per role; the sender alone decides go or nevermind."""
 
 
-@dataclass(frozen=True)
+@value
 class Ready:
     """Sender only: the peer's line checked out; the race may now call send_go/send_nevermind."""
 
 
-@dataclass(frozen=True)
+@value
 class Go:
     """Receiver only: the sender chose this connection; ``Handshake.leftover`` holds records."""
 
 
-@dataclass(frozen=True)
+@value
 class Nevermind:
     """Receiver only: the sender picked another connection; close this one."""
 
 
-@dataclass(frozen=True)
+@value
 class Failed:
     """The handshake cannot succeed; ``reason`` says why, for logs and error messages."""
 

@@ -8,9 +8,10 @@ the transit machinery; keeping the dataclass here means that path never imports 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from hilltop._values import value
 from hilltop.transit.settings import TransportSettings
 
 DEFAULT_IDLE_TIMEOUT = 120.0
@@ -20,7 +21,7 @@ DEFAULT_RECONNECT_GRACE = 120.0
 (:attr:`TransitOptions.reconnect_grace`)."""
 
 
-@dataclass(frozen=True)
+@value
 class AttemptNote:
     """One step of one connection attempt in the race, for whoever watches (``--json``).
 
@@ -34,7 +35,7 @@ class AttemptNote:
     reason: str = ""
 
 
-@dataclass
+@value(frozen=False)
 class TransitOptions:
     """What the user chose about transit (``--transit-helper``, ``--no-listen``, ...).
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
 from importlib.metadata import (
     EntryPoint,
     EntryPoints,
@@ -35,6 +34,7 @@ import pluggy
 from twisted.internet import defer
 
 from hilltop import hookspecs
+from hilltop._values import value
 from hilltop.config import config_path, read_table
 from hilltop.errors import DialError, LocalError
 from hilltop.hookspecs import API_VERSION, TransitSession, TransportInfo
@@ -46,7 +46,7 @@ ENTRY_POINT_GROUP = "hilltop.transports"
 BUILTIN_DISTRIBUTION = "hilltop"
 
 
-@dataclass(frozen=True)
+@value
 class HookTimeouts:
     """Seconds a hook's Deferred may take before the plugin counts as hung and is skipped.
 
@@ -59,7 +59,7 @@ class HookTimeouts:
     stop: float = 10.0
 
 
-@dataclass(frozen=True)
+@value
 class LoadedTransport:
     """A transport plugin that loaded, registered under ``name``, with what it says it can do."""
 
@@ -69,7 +69,7 @@ class LoadedTransport:
     builtin: bool = False
 
 
-@dataclass(frozen=True)
+@value
 class PluginFailure:
     """One plugin that was skipped, and the sentence that says why (shown to the user)."""
 
@@ -77,7 +77,7 @@ class PluginFailure:
     reason: str
 
 
-@dataclass(frozen=True)
+@value
 class PluginConfig:
     """The ``[transports]`` table of the config file."""
 

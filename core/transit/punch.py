@@ -15,9 +15,9 @@ asked over TCP from that same port. No STUN host is contacted unless configured.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from urllib.parse import urlparse
 
+from hilltop._values import value
 from hilltop.errors import LocalError
 from hilltop.hints._tcp import usable_address
 
@@ -26,7 +26,7 @@ Endpoint = tuple[str, int]
 STUN_PORT = 3478
 
 
-@dataclass(frozen=True)
+@value
 class PunchSettings:
     """What the ``tcp-punch`` transport reads from ``session.settings``.
 

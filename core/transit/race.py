@@ -36,17 +36,17 @@ reason at once: with ``--transports webrtc`` that is when ICE gives up (30 s), n
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass
 from enum import Enum, auto
 from typing import TYPE_CHECKING
 
 from hilltop._transitions import move
+from hilltop._values import value
 
 if TYPE_CHECKING:
     from hilltop.hookspecs import Role
 
 
-@dataclass(frozen=True)
+@value
 class Candidate:
     """Something we could dial: ``key`` is opaque to the race and names the attempt in actions."""
 
@@ -57,7 +57,7 @@ class Candidate:
     delay: float = 0.0  # the transport's own extra start delay, on top of its tier's
 
 
-@dataclass(frozen=True)
+@value
 class RaceConfig:
     """The race's timing, in seconds (the module docstring says what each one does)."""
 
@@ -69,28 +69,28 @@ class RaceConfig:
 
 
 # -- actions ---------------------------------------------------------------------------------------
-@dataclass(frozen=True)
+@value
 class StartAttempt:
     """Dial this candidate now."""
 
     key: Hashable
 
 
-@dataclass(frozen=True)
+@value
 class SendGo:
     """Sender: write go on this attempt (it is about to be the winner)."""
 
     key: Hashable
 
 
-@dataclass(frozen=True)
+@value
 class SendNevermind:
     """Sender: write nevermind on this attempt, then close it (a Cancel follows)."""
 
     key: Hashable
 
 
-@dataclass(frozen=True)
+@value
 class Cancel:
     """Stop this attempt: abort the dial or close the connection."""
 
@@ -98,14 +98,14 @@ class Cancel:
     reason: str
 
 
-@dataclass(frozen=True)
+@value
 class Winner:
     """This attempt is the transit connection. The race is over."""
 
     key: Hashable
 
 
-@dataclass(frozen=True)
+@value
 class RaceFailed:
     """No attempt can win any more. The race is over."""
 
@@ -133,7 +133,7 @@ ATTEMPT_MOVES: dict[tuple[AttemptState, str], AttemptState] = {
 """Every legal move of one attempt; an inbound connection starts out ``RUNNING``."""
 
 
-@dataclass
+@value(frozen=False)
 class _Attempt:
     """One candidate's attempt: when it starts, its state and its deadline."""
 

@@ -18,14 +18,14 @@ CLI reads this table for every command.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hilltop._values import value
 from hilltop.errors import LocalError
 
 
-@dataclass(frozen=True)
+@value
 class RelaySettings:
     """What the ``relay`` transport reads from ``session.settings``.
 
@@ -45,7 +45,7 @@ class RelaySettings:
                              f"{err.strerror or err}") from None
 
 
-@dataclass(frozen=True)
+@value
 class RelayConfig:
     """The ``[relay]`` table: ``helpers`` is None when the table names none."""
 

@@ -24,8 +24,9 @@ that they meet wherever both can reach. Pure: the runner turns the plan into rac
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from hilltop._values import value
 from hilltop.hints import relay_v1
 
 MAX_RELAYS_PER_SIDE = 3
@@ -34,7 +35,7 @@ STAGGER = 1.0
 """Seconds between two relay dials (see the module docstring)."""
 
 
-@dataclass(frozen=True)
+@value
 class RelayDial:
     """One relay endpoint to dial (``hint`` holds exactly one), ``offset`` seconds after the
     first relay dial of the session."""

@@ -27,13 +27,14 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
 from hilltop._runtime.awaitable import DualDeferred, Watch
+from hilltop._values import value
 from hilltop.errors import TransitError
 from hilltop.hints import Hint, relay_v1
 from hilltop.hookspecs import Role, SessionServices, TransitSession
@@ -87,7 +88,7 @@ class WinningStream:
         self.stream.start_receiving(on_data, on_lost)
 
 
-@dataclass
+@value(frozen=False)
 class _Attempt:
     """What the runner holds for one attempt: its dial, its stream and its handshake."""
 

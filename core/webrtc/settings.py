@@ -9,11 +9,12 @@ STUN server is ever contacted unasked.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from hilltop._values import value
 from hilltop.errors import HilltopError
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ hilltops with the extra installed: a 3-byte receive 1.26 s and 82 MB against 0.8
 (both peers behind NAT) it connects that much later."""
 
 
-@dataclass(frozen=True)
+@value
 class IceServer:
     """One STUN or TURN server (the fields of WebRTC's ``RTCIceServer``)."""
 
@@ -38,7 +39,7 @@ class IceServer:
     credential: str | None = field(default=None, repr=False)  # a password: never logged
 
 
-@dataclass(frozen=True)
+@value
 class WebRTCSettings:
     """What the ``webrtc`` transport reads from ``session.settings``.
 

@@ -15,9 +15,9 @@ and other settings of the transport are :mod:`hilltop.webrtc.settings`.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
+from hilltop._values import value
 from hilltop.errors import ProtocolError
 
 CHANNEL = "webrtc"
@@ -26,7 +26,7 @@ KINDS = ("offer", "answer", "bye")
 MAX_SDP = 64 * 1024
 
 
-@dataclass(frozen=True)
+@value
 class Signal:
     """One signalling message: ``offer``/``answer`` carry an SDP; ``bye`` says we gave up.
 
