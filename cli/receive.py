@@ -28,7 +28,8 @@ from hilltop.transfer import session
 from hilltop.units import readable_size
 
 if TYPE_CHECKING:  # the code prompt, its completer and a file's progress: loaded at their use,
-    # as a text with a given code needs none of them (bench/README.md, "Sixth session")
+    # as a text with a given code needs none of them (bench/README.md, "Sixth session: the
+    # text path's imports")
     from click.shell_completion import CompletionItem
 
     from hilltop.cli.progress import TransferProgress

@@ -14,7 +14,8 @@ import click
 
 from hilltop.cli import output
 
-if TYPE_CHECKING:  # loaded only when a Tor flag was given (bench/README.md, "Sixth session")
+if TYPE_CHECKING:  # loaded only when a Tor flag was given (bench/README.md, "Sixth session:
+    # the text path's imports")
     from hilltop.tor.manager import TorManager
     from hilltop.tor.settings import TorSettings
     from hilltop.transit.options import TransitOptions

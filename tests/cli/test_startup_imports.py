@@ -121,8 +121,8 @@ NOT_FOR_A_TEXT = (*NOT_FOR_A_SMALL_TRANSFER, "hilltop.cli.offerlines", "hilltop.
 
 
 def test_a_text_or_a_small_file_loads_no_hints_tor_or_code_prompt(tmp_path: Path) -> None:
-    # they were imported by every send and receive, ~30 ms of CPU a command (hints ~15 ms:
-    # one frozen dataclass per hint type, only to check the relay's syntax); the flags'
+    # they were imported by every send and receive, ~20 ms of CPU a side with the stdlib's
+    # (hints ~6 ms: a frozen class per hint type, only to check the relay's syntax); the flags'
     # checks still run before the rendezvous (test_relayconfig.py, tests/transports/test_tor.py)
     small = tmp_path / "three"
     small.write_bytes(b"abc")
