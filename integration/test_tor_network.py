@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from tornet import Node, TorNetwork
 
+from hilltop.transfer.offers import INLINE_LIMIT
+
 pytestmark = [pytest.mark.tor, pytest.mark.interop,
               # the first test also sets up tor_world, whose own deadlines add up to 390 s
               # (bootstrap 150, four onion checks of 60) before the test's 150 s and more
@@ -347,7 +349,9 @@ def test_no_leaks(peers, tor_world: TorWorld, tmp_path: Path) -> None:
     including attempts that fail at once in this loopback-only namespace) and samples of the
     kernel's TCP/UDP tables for the sender's sockets."""
     w = tor_world
-    _payload(tmp_path / "small.bin", 1000)
+    # Over the inline limit: a smaller file would ride in the offer (the leak peer's api
+    # Wormhole lists inline-file-v1), with no transit message or hints to check.
+    _payload(tmp_path / "small.bin", INLINE_LIMIT + 1000)
     bait = socket.create_server(("127.0.0.1", 0))  # a leaky sender would dial this
     bait.setblocking(False)
     bait_port = bait.getsockname()[1]
