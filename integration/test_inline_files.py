@@ -49,11 +49,14 @@ def transfer(peers: Peers, tmp_path: Path, code: str, data: bytes, *, receiver_f
     return validated(sent.stdout), validated(received.stdout), dest / source.name
 
 
-@pytest.mark.parametrize("order", ["receiver-first", "sender-first"])
+@pytest.mark.parametrize("order", ["receiver-first", "sender-first", "receiver-first-busy"])
 def test_a_small_file_goes_through_the_mailbox(peers: Peers, tmp_path: Path, fresh_code: str,
-                                               order: str) -> None:
+                                               order: str, request: pytest.FixtureRequest
+                                               ) -> None:
+    if order.endswith("-busy"):
+        request.getfixturevalue("busy_loop")  # a core kept busy beside both processes
     s_events, r_events, path = transfer(peers, tmp_path, fresh_code, b"hi\n",
-                                        receiver_first=order == "receiver-first")
+                                        receiver_first=order.startswith("receiver-first"))
     for events in (s_events, r_events):
         assert "transit_attempt" not in kinds(events), events  # no transit connection at all
         [connected] = [e for e in events if e["event"] == "transit_connected"]
