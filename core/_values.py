@@ -1,18 +1,28 @@
-"""Value classes: dataclasses that share one ``__eq__``, ``__hash__`` and ``__repr__`` code.
+"""Value classes: dataclasses whose methods cost nothing until they are used.
 
-Why: on Python 3.11 ``@dataclass`` compiles each method it generates with an ``exec`` of its
-own, 0.6-1.1 ms a class, and a small receive creates ~90-110 of hilltop's classes at import.
-:func:`value` lets ``dataclasses`` generate only ``__init__`` and the frozen
-``__setattr__``/``__delattr__`` and gives the class closures over three functions compiled
-once, reading the field names it takes from :func:`dataclasses.fields` when the class is
-made: creating a class costs a third less, ~23 ms of CPU in a small transfer's process
-(bench/README.md, "Sixth session"); comparing costs ~100 ns more a call, and no bulk path
-compares these classes. The semantics are the generated methods': equal only to an
-instance of the very same class whose compared fields are equal as tuples
-(``NotImplemented`` otherwise), hashed as the tuple of its hashed fields when frozen,
-unhashable when mutable, shown as ``Name(a=1, b='x')``; ``compare=``, ``hash=`` and
-``repr=`` of :func:`dataclasses.field` count, and a method the class body defines itself is
-kept, as ``@dataclass`` keeps it.
+Why: on Python 3.11 ``@dataclass(frozen=True)`` compiles three methods per class, each with an
+``exec`` of its own (``__init__``, ``__setattr__``, ``__delattr__``), and a small receive
+creates ~75 of hilltop's classes at import, most of which it never instantiates. So
+:func:`value` asks ``dataclasses`` only for what needs no compiling (the fields,
+``__match_args__``, slots) and supplies the rest itself:
+
+- ``__eq__``, ``__hash__`` and ``__repr__`` are closures over three functions compiled once,
+  reading the field names the class has (the sixth session: ~23 ms of CPU per process);
+- a frozen class's ``__setattr__``/``__delattr__`` are closures too;
+- ``__init__`` is compiled at the class's first instantiation, then replaces the stand-in,
+  so an instance is built by the same straight-line code ``@dataclass`` would have made.
+
+Creating the classes of a small receive cost 30-45 ms of CPU with ``@dataclass`` and
+costs ~10 ms this way (bench/README.md, "Seventh session").
+
+The semantics are the generated methods': equal only to an instance of the very same class
+whose compared fields are equal as tuples (``NotImplemented`` otherwise), hashed as the tuple
+of its hashed fields when frozen, unhashable when mutable, shown as ``Name(a=1, b='x')``;
+``compare=``, ``hash=``, ``repr=``, ``default=`` and ``default_factory=`` of
+:func:`dataclasses.field` count, ``__post_init__`` runs, a method the class body defines itself
+is kept, and :func:`dataclasses.fields`, :func:`dataclasses.replace`, ``match`` patterns,
+:func:`inspect.signature` and pickling work as on a dataclass. ``tests/core/test_values.py``
+checks each against ``@dataclass``.
 
 Why a decorator marked with :func:`typing.dataclass_transform` and not a base class under
 ``@dataclass(frozen=True, eq=False, repr=False)``: mypy 2.4 checks both fully (an assignment
@@ -20,12 +30,14 @@ to a frozen field, ``dataclasses.replace``'s arguments, ``fields()``, ``case Nam
 patterns were all checked in a trial file, with ``frozen_default=True`` honoured), so the
 decorator wins on reading: one line, no ``eq=False`` that reads as "compared by identity",
 no base class mixed into each class's bases. Options that would change what ``__eq__``
-means (``order``, ``unsafe_hash``, ``eq=False``) are not offered: use ``@dataclass``.
+means (``order``, ``unsafe_hash``, ``eq=False``) are not offered, nor ``init=False``,
+``kw_only`` or ``InitVar`` fields, which no value class needs: use ``@dataclass``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable
 from operator import attrgetter
 from reprlib import recursive_repr
@@ -34,6 +46,8 @@ from typing import Any, TypeVar, dataclass_transform, overload
 __all__ = ["value"]
 
 _T = TypeVar("_T")
+_MISSING: Any = dataclasses.MISSING
+_FROZEN_METHODS = ("__setattr__", "__delattr__")
 
 
 @overload
@@ -50,15 +64,149 @@ def value(cls: type[_T] | None = None, /, *, frozen: bool = True,
     """``@dataclass(frozen=True)`` (or ``frozen=False``, ``slots=True``) with shared methods."""
 
     def make(cls: type[_T]) -> type[_T]:
-        made = dataclasses.dataclass(frozen=frozen, eq=False, repr=False, slots=slots)(cls)
-        _give_methods(made, frozen)
+        if frozen:
+            for name in _FROZEN_METHODS:
+                if name in cls.__dict__:  # as @dataclass(frozen=True) refuses it
+                    raise TypeError(f"Cannot overwrite attribute {name} in class "
+                                    f"{cls.__name__}")
+        # A frozen subclass of a frozen dataclass must say frozen=True to dataclasses, which
+        # then compiles the two frozen methods itself; a base class compiles nothing.
+        bases = [b.__dataclass_params__ for b in cls.__mro__[1:]  # type: ignore[attr-defined]
+                 if "__dataclass_params__" in b.__dict__]
+        frozen_base = any(params.frozen for params in bases)
+        if frozen and bases and not frozen_base:
+            raise TypeError("cannot inherit frozen dataclass from a non-frozen one")
+        made = dataclasses.dataclass(init=False, eq=False, repr=False, slots=slots,
+                                     frozen=frozen and frozen_base)(cls)
+        fields = dataclasses.fields(made)  # type: ignore[arg-type]
+        _check_fields(made, fields)
+        made.__dataclass_params__.init = True  # type: ignore[attr-defined]
+        made.__dataclass_params__.frozen = frozen  # type: ignore[attr-defined]
+        if frozen and not frozen_base:
+            _give_frozen_methods(made, slots, tuple(f.name for f in fields))
+        if "__init__" not in made.__dict__:
+            _set(made, "__init__", _first_init(made, frozen, fields))
+        _give_methods(made, fields, frozen)
         return made
 
     return make if cls is None else make(cls)
 
 
-def _give_methods(cls: type, frozen: bool) -> None:
-    fields = dataclasses.fields(cls)
+def _check_fields(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> None:
+    """Refuse, when the class is made, what ``@dataclass`` would refuse or what :func:`value`
+    does not generate."""
+    pseudo = [f for f in cls.__dataclass_fields__.values() if f not in fields]  # type: ignore[attr-defined]
+    if any("InitVar" in str(f.type) for f in pseudo):  # the rest are ClassVars
+        raise TypeError(f"{cls.__name__}: @value takes no InitVar fields; use @dataclass")
+    defaulted = None
+    for f in fields:
+        if not f.init or f.kw_only is True:
+            raise TypeError(f"{cls.__name__}.{f.name}: @value fields are all positional "
+                            "__init__ arguments; use @dataclass")
+        if f.default is not _MISSING or f.default_factory is not _MISSING:
+            defaulted = f.name
+        elif defaulted is not None:
+            raise TypeError(f"non-default argument {f.name!r} follows default argument")
+
+
+def _first_init(cls: type, frozen: bool, fields: tuple[dataclasses.Field[Any], ...]
+                ) -> Callable[..., None]:
+    """A stand-in ``__init__`` that compiles the real one, puts it on ``cls`` and runs it."""
+
+    signature = _signature(fields)
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        init = _compile_init(cls, frozen, fields)
+        init.__signature__ = signature  # type: ignore[attr-defined]
+        if cls.__dict__.get("__init__") is __init__:
+            _set(cls, "__init__", init)
+        init(self, *args, **kwargs)
+
+    __init__.__signature__ = signature  # type: ignore[attr-defined]
+    return __init__
+
+
+def _signature(fields: tuple[dataclasses.Field[Any], ...]) -> inspect.Signature:
+    """The signature the compiled ``__init__`` will have (what :func:`inspect.signature`
+    shows before the first instance)."""
+    positional = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    parameters = [inspect.Parameter("self", positional)]
+    for f in fields:
+        default = f.default if f.default_factory is _MISSING else _FACTORY
+        parameters.append(inspect.Parameter(
+            f.name, positional, annotation=f.type,
+            default=inspect.Parameter.empty if default is _MISSING else default))
+    return inspect.Signature(parameters, return_annotation=None)
+
+
+class _Factory:
+    """The default of a field with a ``default_factory``: the factory runs in ``__init__``."""
+
+    def __repr__(self) -> str:
+        return "<factory>"
+
+
+_FACTORY = _Factory()
+
+
+def _compile_init(cls: type, frozen: bool, fields: tuple[dataclasses.Field[Any], ...]
+                  ) -> Callable[..., None]:
+    """``__init__`` as ``@dataclass`` writes it: a default per field, a factory called when
+    its argument was left out, each field set (through ``object.__setattr__`` when frozen),
+    then ``__post_init__``."""
+    self_name = "__value_self__" if any(f.name == "self" for f in fields) else "self"
+    scope: dict[str, Any] = {"__value_set__": object.__setattr__, "__value_factory__": _FACTORY}
+    parameters, lines = [], []
+    for f in fields:
+        if f.default_factory is not _MISSING:
+            scope[f"__value_make_{f.name}__"] = f.default_factory
+            parameters.append(f"{f.name}=__value_factory__")
+            lines.append(f"if {f.name} is __value_factory__: {f.name} = __value_make_{f.name}__()")
+        elif f.default is not _MISSING:
+            scope[f"__value_default_{f.name}__"] = f.default
+            parameters.append(f"{f.name}=__value_default_{f.name}__")
+        else:
+            parameters.append(f.name)
+        lines.append(f"__value_set__({self_name}, {f.name!r}, {f.name})" if frozen
+                     else f"{self_name}.{f.name} = {f.name}")
+    if hasattr(cls, "__post_init__"):
+        lines.append(f"{self_name}.__post_init__()")
+    source = (f"def __init__({', '.join([self_name, *parameters])}) -> None:\n    "
+              + "\n    ".join(lines or ["pass"]))
+    made: dict[str, Any] = {}
+    exec(source, scope, made)  # noqa: S102 - our own source, as dataclasses does it
+    init: Callable[..., None] = made["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"  # for its errors, as @dataclass's
+    return init
+
+
+def _give_frozen_methods(cls: type, slots: bool, ordered: tuple[str, ...]) -> None:
+    names = frozenset(ordered)
+
+    def __setattr__(self: object, name: str, value: Any) -> None:
+        if type(self) is cls or name in names:
+            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+        super(cls, self).__setattr__(name, value)  # type: ignore[arg-type]
+
+    def __delattr__(self: object, name: str) -> None:
+        if type(self) is cls or name in names:
+            raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+        super(cls, self).__delattr__(name)  # type: ignore[arg-type]
+
+    _set(cls, "__setattr__", __setattr__)
+    _set(cls, "__delattr__", __delattr__)
+    if slots:  # pickling sets slots through setattr, which a frozen class refuses
+        if "__getstate__" not in cls.__dict__:
+            _set(cls, "__getstate__", lambda self: [getattr(self, n) for n in ordered])
+        if "__setstate__" not in cls.__dict__:
+            def __setstate__(self: object, state: list[Any]) -> None:
+                for name, item in zip(ordered, state, strict=True):
+                    object.__setattr__(self, name, item)
+
+            _set(cls, "__setstate__", __setstate__)
+
+
+def _give_methods(cls: type, fields: tuple[dataclasses.Field[Any], ...], frozen: bool) -> None:
     own = cls.__dict__
     class_hash = own.get("__hash__", dataclasses.MISSING)
     explicit_hash = not (class_hash is dataclasses.MISSING

@@ -7,6 +7,7 @@ hypothesis draws (equal and unequal pairs, NaN, nested containers).
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import pickle
 from dataclasses import dataclass, field
@@ -235,3 +236,132 @@ def test_every_hilltop_value_class_has_dataclass_parity_methods() -> None:
     for cls in (messages.Welcome, offers.FileOffer):
         assert cls.__eq__ is not object.__eq__ and cls.__hash__ is not None
         assert cls.__eq__.__qualname__ == f"{cls.__qualname__}.__eq__"
+
+
+@value
+class Defaults:
+    """Every kind of field ``__init__`` handles: plain, a default, a factory."""
+
+    name: str
+    count: int = 0
+    items: list[Any] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PlainDefaults:
+    """Defaults as ``@dataclass`` makes it."""
+
+    name: str
+    count: int = 0
+    items: list[Any] = field(default_factory=list)
+
+
+@value
+class Checked:
+    """A ``__post_init__`` that checks and derives, as hilltop's offers do."""
+
+    size: int
+
+    def __post_init__(self) -> None:
+        if self.size < 0:
+            raise ValueError("negative size")
+        object.__setattr__(self, "derived", self.size * 2)
+
+
+def _call(cls: type, *args: Any, **kwargs: Any) -> tuple[str, Any]:
+    """What calling ``cls`` gives: its fields, or the error with the class name taken out."""
+    try:
+        made = cls(*args, **kwargs)
+    except TypeError as error:
+        return "error", str(error).replace(cls.__qualname__, "X")
+    return "made", dataclasses.astuple(made)
+
+
+@given(st.lists(st.one_of(st.integers(), st.text(max_size=2)), max_size=4),
+       st.dictionaries(st.sampled_from(["name", "count", "items", "other"]), st.integers(),
+                       max_size=3))
+def test_init_takes_what_the_dataclass_init_takes(args: list[Any],
+                                                  kwargs: dict[str, Any]) -> None:
+    assert _call(Defaults, *args, **kwargs) == _call(PlainDefaults, *args, **kwargs)
+
+
+def test_init_signature_is_the_dataclass_one_before_and_after_the_first_instance() -> None:
+    @value
+    class Fresh:
+        """Never instantiated before this test."""
+
+        name: str
+        count: int = 0
+        items: list[Any] = field(default_factory=list)
+
+    assert "args" in Fresh.__init__.__code__.co_varnames  # the stand-in, not compiled yet
+    before = str(inspect.signature(Fresh))
+    Fresh("a")
+    assert "args" not in Fresh.__init__.__code__.co_varnames  # compiled at the first one
+    assert before == str(inspect.signature(Fresh)) == str(inspect.signature(PlainDefaults))
+    assert Fresh.__init__.__qualname__ == "test_init_signature_is_the_dataclass_one_" \
+        "before_and_after_the_first_instance.<locals>.Fresh.__init__"
+
+
+def test_defaults_and_factories_are_fresh_per_instance() -> None:
+    a, b = Defaults("a"), Defaults("b")
+    assert a.items == [] and a.items is not b.items and a.count == 0
+    assert Defaults("a", 2, [1]) == Defaults(name="a", count=2, items=[1])
+    assert dataclasses.replace(Defaults("a", items=[1]), count=3) == Defaults("a", 3, [1])
+
+
+def test_post_init_runs_and_its_errors_reach_the_caller() -> None:
+    assert Checked(2).derived == 4  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="negative size"):
+        Checked(-1)
+    assert Checked(1) == Checked(1)
+
+
+def test_frozen_values_refuse_deletion_and_new_attributes() -> None:
+    point = Point(1, 2)
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot delete field 'x'"):
+        del point.x  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'z'"):
+        point.z = 1  # type: ignore[attr-defined]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Point2(1, 2).x = 3  # type: ignore[misc]
+
+
+def test_copies_of_slotted_frozen_values_are_equal() -> None:
+    import copy
+
+    assert copy.copy(Slotted(1, "b")) == Slotted(1, "b")
+    assert copy.deepcopy(Slotted(1, "b")) == Slotted(1, "b")
+    assert copy.deepcopy(Defaults("a", items=[[1]])) == Defaults("a", items=[[1]])
+
+
+def test_what_dataclass_refuses_is_refused_when_the_class_is_made() -> None:
+    with pytest.raises(TypeError, match="non-default argument 'b' follows default argument"):
+        @value
+        class Misordered:
+            """A required field after a defaulted one."""
+
+            a: int = 0
+            b: int  # type: ignore[misc]
+
+    with pytest.raises(TypeError, match="cannot inherit non-frozen dataclass from a frozen"):
+        @value(frozen=False)
+        class Thawed(Point):
+            """A mutable subclass of a frozen value."""
+
+    with pytest.raises(TypeError, match="Cannot overwrite attribute __setattr__"):
+        @value
+        class OwnSetattr:
+            """Defines what a frozen class must generate."""
+
+            a: int
+
+            def __setattr__(self, name: str, item: Any) -> None:
+                pass
+
+    with pytest.raises(TypeError, match="use @dataclass"):
+        @value
+        class NotInInit:
+            """A field ``__init__`` would not take."""
+
+            a: int = field(default=0, init=False)
