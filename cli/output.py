@@ -8,6 +8,7 @@ terminal or print a line that looks like ours.
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from typing import TextIO
@@ -25,10 +26,20 @@ _SURROGATES = "\ud800-\udfff"
 """Lone surrogates are valid in JSON ("\\ud800") but not in UTF-8: printed raw they would end
 the command with an encoding error, so they are always shown escaped."""
 
-_UNSAFE_IN_LINE = re.compile(f"[{_CONTROLS}{_LOOKS_ONLY}{_SURROGATES}]")
-_UNSAFE_IN_TEXT = re.compile(
-    f"\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_LOOKS_ONLY}{_SURROGATES}]")
-_UNENCODABLE = re.compile(f"[{_SURROGATES}]")
+_PATTERNS = {
+    "line": f"[{_CONTROLS}{_LOOKS_ONLY}{_SURROGATES}]",
+    "text": f"\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_LOOKS_ONLY}{_SURROGATES}]",
+    "unencodable": f"[{_SURROGATES}]",
+}
+"""What to escape in a status line, in a text message shown on a terminal, and anywhere."""
+
+
+@functools.cache
+def _pattern(kind: str) -> re.Pattern[str]:
+    """The pattern of :data:`_PATTERNS`, compiled at its first use: the three took ~1.8 ms of
+    every process's start-up, and most lines are printable ASCII, which needs none of them
+    (bench/README.md, "Seventh session")."""
+    return re.compile(_PATTERNS[kind])
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -46,8 +57,9 @@ def terminal_safe(text: str, *, multiline: bool = False) -> str:
     ends readable (official prints a newline as ``\\n``). A status line (``multiline``
     false) escapes newlines and tabs too, so a peer's text can never start a line of its own.
     """
-    pattern = _UNSAFE_IN_TEXT if multiline else _UNSAFE_IN_LINE
-    return pattern.sub(_escape, text)
+    if text.isascii() and text.isprintable():  # no control, bidi mark or surrogate
+        return text
+    return _pattern("text" if multiline else "line").sub(_escape, text)
 
 
 def status(text: str = "", stream: TextIO | None = None) -> None:
@@ -78,7 +90,7 @@ def received_text(message: str, stream: TextIO | None = None) -> None:
         if not shown.endswith("\n"):
             shown += "\n"
     else:
-        shown = _UNENCODABLE.sub(_escape, message)
+        shown = message if message.isascii() else _pattern("unencodable").sub(_escape, message)
     out.write(shown)
     out.flush()
 

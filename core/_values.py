@@ -12,8 +12,8 @@ creates ~75 of hilltop's classes at import, most of which it never instantiates.
 - ``__init__`` is compiled at the class's first instantiation, then replaces the stand-in,
   so an instance is built by the same straight-line code ``@dataclass`` would have made.
 
-Creating the classes of a small receive cost 30-45 ms of CPU with ``@dataclass`` and
-costs ~10 ms this way (bench/README.md, "Seventh session").
+Making the 73 value classes a text receive imports took 32-49 ms of CPU this way
+before and takes 7-10 ms now (bench/README.md, "Seventh session").
 
 The semantics are the generated methods': equal only to an instance of the very same class
 whose compared fields are equal as tuples (``NotImplemented`` otherwise), hashed as the tuple

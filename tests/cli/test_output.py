@@ -65,6 +65,15 @@ def test_nothing_unsafe_survives(text: str) -> None:
     block.encode("utf-8")  # lone surrogates are escaped, so printing cannot fail
 
 
+@given(st.one_of(st.text(), st.text(st.characters(max_codepoint=127))), st.booleans())
+def test_the_printable_ascii_shortcut_changes_nothing(text: str, multiline: bool) -> None:
+    """Printable ASCII skips the patterns; anything goes through them: both give what the
+    pattern alone gives."""
+    kind = "text" if multiline else "line"
+    everything = output._pattern(kind).sub(output._escape, text)
+    assert output.terminal_safe(text, multiline=multiline) == everything
+
+
 def test_received_text_on_a_terminal_is_escaped() -> None:
     terminal = _Terminal()
     output.received_text(f"line one{CLEAR_SCREEN}\nline two", terminal)
