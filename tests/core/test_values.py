@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hilltop._values import value
+from hilltop._values import EARLY_CALLS, value
 
 
 @value
@@ -285,7 +285,7 @@ def test_init_takes_what_the_dataclass_init_takes(args: list[Any],
     assert _call(Defaults, *args, **kwargs) == _call(PlainDefaults, *args, **kwargs)
 
 
-def test_init_signature_is_the_dataclass_one_before_and_after_the_first_instance() -> None:
+def test_init_signature_is_the_dataclass_one_before_and_after_compiling() -> None:
     @value
     class Fresh:
         """Never instantiated before this test."""
@@ -296,11 +296,60 @@ def test_init_signature_is_the_dataclass_one_before_and_after_the_first_instance
 
     assert "args" in Fresh.__init__.__code__.co_varnames  # the stand-in, not compiled yet
     before = str(inspect.signature(Fresh))
+    for _ in range(EARLY_CALLS):
+        Fresh("a")
+    assert "args" in Fresh.__init__.__code__.co_varnames  # the first few: still not compiled
     Fresh("a")
-    assert "args" not in Fresh.__init__.__code__.co_varnames  # compiled at the first one
+    assert "args" not in Fresh.__init__.__code__.co_varnames  # compiled after them
     assert before == str(inspect.signature(Fresh)) == str(inspect.signature(PlainDefaults))
     assert Fresh.__init__.__qualname__ == "test_init_signature_is_the_dataclass_one_" \
-        "before_and_after_the_first_instance.<locals>.Fresh.__init__"
+        "before_and_after_compiling.<locals>.Fresh.__init__"
+
+
+def _fresh_defaults() -> type:
+    """A new class shaped like Defaults, so its stand-in ``__init__`` builds the instance."""
+
+    @value
+    class Fresh:
+        """Defaults, not yet instantiated."""
+
+        name: str
+        count: int = 0
+        items: list[Any] = field(default_factory=list)
+
+    return Fresh
+
+
+@given(st.lists(st.one_of(st.integers(), st.text(max_size=2)), max_size=4),
+       st.dictionaries(st.sampled_from(["name", "count", "items", "other"]), st.integers(),
+                       max_size=3))
+def test_the_stand_in_init_takes_what_the_dataclass_init_takes(
+        args: list[Any], kwargs: dict[str, Any]) -> None:
+    fresh = _fresh_defaults()
+    assert _call(fresh, *args, **kwargs) == _call(PlainDefaults, *args, **kwargs)
+    if _call(PlainDefaults, *args, **kwargs)[0] == "made":
+        assert "args" in fresh.__init__.__code__.co_varnames  # the stand-in built it
+
+
+def test_the_stand_in_init_runs_post_init_and_factories() -> None:
+    @value
+    class FreshChecked:
+        """Checked, not yet instantiated."""
+
+        size: int
+        seen: list[Any] = field(default_factory=list)
+
+        def __post_init__(self) -> None:
+            if self.size < 0:
+                raise ValueError("negative size")
+            self.seen.append(self.size)
+
+    first, second = FreshChecked(1), FreshChecked(size=2)
+    assert first.seen == [1] and second.seen == [2]
+    with pytest.raises(ValueError, match="negative size"):
+        FreshChecked(-1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.size = 3  # type: ignore[misc]
 
 
 def test_defaults_and_factories_are_fresh_per_instance() -> None:
