@@ -27,7 +27,8 @@ PROBE = textwrap.dedent("""
                  or name == "importlib.resources"))
     print("run:", sorted(name for name in ("hyperlink", "http.cookiejar", "ssl", "asyncio.sslproto",
                                            "bz2", "lzma", "shutil", "pickle", "pty",
-                                           "twisted.internet.endpoints")
+                                           "twisted.internet.endpoints",
+                                           "twisted.internet.unix", "twisted.internet.udp")
                          if type(sys.modules.get(name)).__name__ == "module"))
 """)
 CODE = "7-guitarist-revenge"
