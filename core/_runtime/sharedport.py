@@ -10,7 +10,7 @@ bind (and the same user owns them), so both the mailbox socket and the punch soc
 The mailbox connection dials with :class:`SharedPortEndpoint` (asyncio's name resolution and
 staggered attempts, the connected socket adopted by the reactor), not Twisted's
 ``HostnameEndpoint``: running ``twisted.internet.endpoints`` (its plugin, zip-path and systemd
-modules and ``idna`` with it) cost a text receive ~8 ms of CPU for this one connection
+modules and ``idna`` with it) cost a text receive ~11 ms of CPU for this one connection
 (bench/README.md, "The mailbox dial without Twisted's endpoints"); the CLI defers that module,
 which only a transit connection then runs. The hole punch, which binds a given port, keeps
 Twisted's endpoints through :class:`SharedPortReactor`.

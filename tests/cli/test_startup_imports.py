@@ -121,7 +121,7 @@ NOT_FOR_A_SMALL_TRANSFER = ("hilltop.hints", "hilltop.tor.settings", "hilltop.cl
                             "hilltop.cli.completion", "hilltop.cli.browser")
 NOT_FOR_A_TEXT = (*NOT_FOR_A_SMALL_TRANSFER, "hilltop.cli.offerlines", "hilltop.cli.progress",
                   # Twisted's endpoints (deferred: its code unrun) bring these; the mailbox
-                  # connection dials without them (hilltop._runtime.sharedport), ~8 ms of CPU
+                  # connection dials without them (hilltop._runtime.sharedport), ~11 ms of CPU
                   "twisted.plugin", "twisted.python.systemd", "twisted.python.zippath", "idna")
 
 
