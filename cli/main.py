@@ -27,6 +27,11 @@ defer_module("pickle")  # Twisted's reflect and autobahn's protocol import it; n
 defer_module("pty")  # Twisted's process module (its stdio endpoint); no command opens a pty
 from hilltop._runtime.lazytls import defer_openssl, openssl_deferred  # noqa: E402
 
+# autobahn's WebSocket module imports it for a client agent we do not use; the mailbox dials
+# without it (sharedport.SharedPortEndpoint), a file's transit loads it, still without TLS
+defer_module("twisted.internet.endpoints", loading=openssl_deferred)
+defer_module("twisted.internet.unix")  # the reactor's UNIX sockets and UDP: no command uses
+defer_module("twisted.internet.udp")  # them (listenUDP, connectUNIX, ...)
 defer_openssl()  # the CLI opens TLS connections only for a wss:// mailbox
 with openssl_deferred():
     from hilltop import api  # Twisted's endpoints, without TLS

@@ -7,13 +7,18 @@ imports nothing but the standard library.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import types
+from collections.abc import Callable
 from typing import Any
 
 _running = threading.RLock()
 """Held while a deferred module's code runs: another thread's first use waits for it."""
+
+_loading: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {}
+"""For a deferred module that must run inside a context (``defer_module(loading=...)``)."""
 
 
 class _Deferred(types.ModuleType):
@@ -39,20 +44,25 @@ class _Deferred(types.ModuleType):
                 namespace["__deferred_running__"] = True
                 try:
                     spec = namespace["__spec__"]
-                    spec.loader.exec_module(self)
+                    with _loading.pop(spec.name, contextlib.nullcontext)():
+                        spec.loader.exec_module(self)
                 finally:
                     del namespace["__deferred_running__"]
                     object.__setattr__(self, "__class__", types.ModuleType)
         return getattr(self, name)
 
 
-def defer_module(name: str, *, import_parent: bool = True) -> None:
+def defer_module(name: str, *, import_parent: bool = True,
+                 loading: Callable[[], contextlib.AbstractContextManager[None]] | None = None,
+                 ) -> None:
     """Make the not yet imported module ``name`` run at its first use, not its import, and
     bind it on its package, so that ``from package import module`` takes the deferred
     module without touching it; a plain ``import name`` takes it too (:class:`_Deferred`).
     With ``import_parent=False`` the package is not imported now and the module is not bound
     on it: for a private submodule that only its package imports (``from . import child``
-    finds it in ``sys.modules``), when the package itself may never be needed.
+    finds it in ``sys.modules``), when the package itself may never be needed. ``loading``
+    makes the context its code runs in, when it runs (the imports it makes then see what
+    they would have seen at start-up: ``lazytls.openssl_deferred``).
 
     For ``http.cookiejar``, which ``twisted.python.compat`` imports only to re-export it as
     a deprecated name: it pulls in ``urllib.request``, ``http.client``, ``email`` and ``ssl``,
@@ -78,6 +88,8 @@ def defer_module(name: str, *, import_parent: bool = True) -> None:
     if spec is None or spec.loader is None:
         return
     module = importlib.util.module_from_spec(spec)
+    if loading is not None:
+        _loading[name] = loading
     object.__setattr__(module, "__class__", _Deferred)
     sys.modules[name] = module
     if parent and (import_parent or parent in sys.modules):

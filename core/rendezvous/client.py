@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
-from twisted.internet import endpoints
 from twisted.internet.interfaces import IReactorTime, IStreamClientEndpoint
 
 from hilltop._runtime.lazytls import openssl_deferred, skip_autobahn_wamp, wrap_client_tls
@@ -30,14 +29,14 @@ EndpointFactory = Callable[[IReactorTime, str, int, bool], IStreamClientEndpoint
 
 def default_endpoint(reactor: IReactorTime, host: str, port: int, tls: bool
                      ) -> IStreamClientEndpoint:
-    """Twisted's HostnameEndpoint (happy eyeballs); it also needs IReactorTCP from ``reactor``.
+    """Every address of ``host``, IPv6 and IPv4 (happy eyeballs), within 30 s.
 
     Its socket lets a later socket share its local port: the hole punch dials from the port
     the mailbox server saw (:mod:`hilltop._runtime.sharedport`).
     """
-    from hilltop._runtime.sharedport import SharedPortReactor
+    from hilltop._runtime.sharedport import SharedPortEndpoint
 
-    endpoint = endpoints.HostnameEndpoint(SharedPortReactor(reactor), host, port, timeout=30)
+    endpoint = SharedPortEndpoint(reactor, host, port, timeout=30)
     if tls:  # only wss:// pays for importing pyOpenSSL
         return wrap_client_tls(host, endpoint)
     return endpoint

@@ -80,7 +80,7 @@ def test_a_send_loads_autobahns_websocket_client_without_its_wamp_stack() -> Non
 def test_wss_still_speaks_tls() -> None:
     lines = _run(WSS)
     assert lines["before"] == "False"
-    assert lines["plain"] == "HostnameEndpoint"
+    assert lines["plain"] == "SharedPortEndpoint"
     assert lines["tor wss"] == "True"  # Twisted's wrapClientTLS would raise without pyOpenSSL
     assert lines["after wss"] == "True"
     assert lines["first bytes"].startswith("1603")  # a TLS handshake record: ClientHello
