@@ -285,27 +285,6 @@ def test_init_takes_what_the_dataclass_init_takes(args: list[Any],
     assert _call(Defaults, *args, **kwargs) == _call(PlainDefaults, *args, **kwargs)
 
 
-def test_init_signature_is_the_dataclass_one_before_and_after_compiling() -> None:
-    @value
-    class Fresh:
-        """Never instantiated before this test."""
-
-        name: str
-        count: int = 0
-        items: list[Any] = field(default_factory=list)
-
-    assert "args" in Fresh.__init__.__code__.co_varnames  # the stand-in, not compiled yet
-    before = str(inspect.signature(Fresh))
-    for _ in range(EARLY_CALLS):
-        Fresh("a")
-    assert "args" in Fresh.__init__.__code__.co_varnames  # the first few: still not compiled
-    Fresh("a")
-    assert "args" not in Fresh.__init__.__code__.co_varnames  # compiled after them
-    assert before == str(inspect.signature(Fresh)) == str(inspect.signature(PlainDefaults))
-    assert Fresh.__init__.__qualname__ == "test_init_signature_is_the_dataclass_one_" \
-        "before_and_after_compiling.<locals>.Fresh.__init__"
-
-
 def _fresh_defaults() -> type:
     """A new class shaped like Defaults, so its stand-in ``__init__`` builds the instance."""
 
@@ -318,6 +297,19 @@ def _fresh_defaults() -> type:
         items: list[Any] = field(default_factory=list)
 
     return Fresh
+
+
+def test_init_signature_is_the_dataclass_one_before_and_after_compiling() -> None:
+    fresh = _fresh_defaults()
+    assert "args" in fresh.__init__.__code__.co_varnames  # the stand-in, not compiled yet
+    before = str(inspect.signature(fresh))
+    for _ in range(EARLY_CALLS):
+        fresh("a")
+    assert "args" in fresh.__init__.__code__.co_varnames  # the first few: still not compiled
+    fresh("a")
+    assert "args" not in fresh.__init__.__code__.co_varnames  # compiled after them
+    assert before == str(inspect.signature(fresh)) == str(inspect.signature(PlainDefaults))
+    assert fresh.__init__.__qualname__ == "_fresh_defaults.<locals>.Fresh.__init__"
 
 
 @given(st.lists(st.one_of(st.integers(), st.text(max_size=2)), max_size=4),
