@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -198,21 +199,30 @@ def test_interrupt_while_the_command_starts(sig: signal.Signals, delay: float,
     """In the ~0.2 s of imports, before any mailbox: SIGTERM used to kill the process with
     no word (status -15) and Ctrl-C printed a KeyboardInterrupt traceback. The signal goes
     ``delay`` seconds after the command took SIGTERM over, which must be before Twisted
-    is even imported (before the fix, only the reactor took it over)."""
-    proc = subprocess.Popen([*hilltop_command(), "--relay-url", "ws://127.0.0.1:9/v1",
-                             "receive", "10-a-b"], stdin=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path)
-    try:
-        assert handles_sigterm_before_twisted(proc.pid)
-        time.sleep(delay)
-        interrupted(proc, sig)
-        _, err = proc.communicate(timeout=BOUND)
-        text = err.decode()
-        clean_interrupt(text, proc.returncode, f"status {proc.returncode}:\n{text}")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    is even imported (before the fix, only the reactor took it over).
+
+    The mailbox takes the TCP connection and never answers, so a command that got through
+    its imports before the signal is still waiting, never done: with a refused port, a
+    receive that started in under 0.1 s had already failed when the signal came (seen in a
+    fresh-clone CI run once start-up got faster)."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"ws://127.0.0.1:{silent.getsockname()[1]}/v1"
+        proc = subprocess.Popen([*hilltop_command(), "--relay-url", url, "receive", "10-a-b"],
+                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, cwd=tmp_path)
+        try:
+            assert handles_sigterm_before_twisted(proc.pid)
+            time.sleep(delay)
+            interrupted(proc, sig)
+            _, err = proc.communicate(timeout=BOUND)
+            text = err.decode()
+            clean_interrupt(text, proc.returncode, f"status {proc.returncode}:\n{text}")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 @pytest.mark.parametrize("sig", SIGNALS)
