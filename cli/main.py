@@ -34,7 +34,7 @@ defer_module("twisted.internet.unix")  # the reactor's UNIX sockets and UDP: no 
 defer_module("twisted.internet.udp")  # them (listenUDP, connectUNIX, ...)
 defer_openssl()  # the CLI opens TLS connections only for a wss:// mailbox
 with openssl_deferred():
-    from hilltop import api  # Twisted's endpoints, without TLS
+    from hilltop import api  # Twisted's reactor and TCP modules, without TLS
 from hilltop.cli import events, exitcodes, timing  # noqa: E402
 from hilltop.cli.common import GlobalOptions, exit_with  # noqa: E402
 from hilltop.cli.version import version_text  # noqa: E402

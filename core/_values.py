@@ -104,10 +104,15 @@ def _check_fields(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> None
         if not f.init or f.kw_only is True:
             raise TypeError(f"{cls.__name__}.{f.name}: @value fields are all positional "
                             "__init__ arguments; use @dataclass")
-        if f.default is not _MISSING or f.default_factory is not _MISSING:
+        if _has_default(f):
             defaulted = f.name
         elif defaulted is not None:
             raise TypeError(f"non-default argument {f.name!r} follows default argument")
+
+
+def _has_default(f: dataclasses.Field[Any]) -> bool:
+    """Whether ``__init__`` may leave the field out (a default or a factory)."""
+    return f.default is not _MISSING or f.default_factory is not _MISSING
 
 
 EARLY_CALLS = 4
@@ -127,8 +132,7 @@ def _first_init(cls: type, frozen: bool, fields: tuple[dataclasses.Field[Any], .
     own error for them."""
     signature = _signature(fields)
     names = tuple(f.name for f in fields)
-    defaults = {f.name: f for f in fields
-                if f.default is not _MISSING or f.default_factory is not _MISSING}
+    defaults = {f.name: f for f in fields if _has_default(f)}
     set_field: Callable[[Any, str, Any], None] = object.__setattr__ if frozen else setattr
     post_init = hasattr(cls, "__post_init__")
     calls = 0
