@@ -6,8 +6,10 @@ mid-transfer: the counterpart of ``wormhole receive`` in the durable tests over 
 It sends ``PATH`` with ``TransitOptions(durable=True)`` and, once the receiver acknowledged
 ``DROP_AFTER`` bytes, aborts the L2 connection of the transfer's Dilation (as
 integration/dilation_peer.py's ``HILLTOP_DROP_AFTER`` does), so the next generation must carry
-the rest. ``HILLTOP_TRANSPORTS=a,b`` races only those transports; ``HILLTOP_TOR_CONTROL=ENDPOINT``
-puts the mailbox and every L2 connection through that Tor (as ``--tor-control-port``). Prints
+the rest. It reads no more of the file until then: over Tor a 300 kB file's acks and the
+receiver's final answer could all come in one read, and the transfer ended before the drop.
+``HILLTOP_TRANSPORTS=a,b`` races only those transports; ``HILLTOP_TOR_CONTROL=ENDPOINT`` puts
+the mailbox and every L2 connection through that Tor (as ``--tor-control-port``). Prints
 ``dropping the L2 connection at N``, each ``path: WHAT`` (``path: lost`` when it broke), and at
 the end ``sent`` and ``generations G``.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 from typing import Any
 
 from dilation_peer import tor_from_environment
@@ -52,6 +55,7 @@ async def main(reactor: Any, url: str, code: str, path: str, drop_after: str) ->
     w.dilate = keep  # type: ignore[method-assign]
     handed = [0]
     limit = int(drop_after)
+    dropped_yet = threading.Event()
 
     def progress(n: int) -> None:
         handed[0] += n
@@ -70,6 +74,7 @@ async def main(reactor: Any, url: str, code: str, path: str, drop_after: str) ->
                   "acknowledged", flush=True)
             dilator.drop_connection()
             dropped.callback(None)
+            dropped_yet.set()
 
         def flush_and_look() -> None:
             flush()
@@ -90,6 +95,7 @@ async def main(reactor: Any, url: str, code: str, path: str, drop_after: str) ->
         progress=progress,
         on_path=lambda what: print(f"path: {what or 'lost'}", flush=True))
     source = session.open_source(path)
+    hold_back_after_limit(source, limit, dropped_yet)
     dropping = defer.ensureDeferred(drop_once_acknowledged())
     try:
         await session.send(reactor, w, source, options, listener=listener)
@@ -99,11 +105,30 @@ async def main(reactor: Any, url: str, code: str, path: str, drop_after: str) ->
         dilator = await dilated[0].dilator()
         print(f"generations {dilator.generation_count}", flush=True)
     finally:
+        dropped_yet.set()  # a sending thread still held back lets go
         dropping.cancel()
+        dropping.addErrback(lambda _: None)  # cancelled on the way out: not an error
         source.close()
         await close_quietly(w)
         if manager is not None:
             await manager.close()
+
+
+def hold_back_after_limit(source: Any, limit: int, dropped_yet: threading.Event) -> None:
+    """Reads stop at ``limit`` bytes until ``dropped_yet``: the sending thread's batch ends
+    there (``more_ready``), the next read waits (at most 120 s, then goes on and the run
+    fails as "nothing dropped")."""
+    plain = source.readinto
+
+    def readinto(buffer: Any) -> int:
+        room = limit - source.position
+        if room <= 0:
+            dropped_yet.wait(120)
+            return plain(buffer)
+        return plain(memoryview(buffer)[:room] if room < len(buffer) else buffer)
+
+    source.readinto = readinto
+    source.more_ready = lambda: source.position < limit or dropped_yet.is_set()
 
 
 if __name__ == "__main__":
