@@ -12,6 +12,8 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,16 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextmanager
+def silent_port() -> Iterator[int]:
+    """A loopback port that takes TCP connections (the kernel does it) and never answers: the
+    worst dead server, which holds a client until its own deadline."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        yield sock.getsockname()[1]
 
 
 def _accepts(port: int) -> bool:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -31,6 +30,7 @@ from faultkit import (
 )
 from never_acking_receiver import MARK as NEVER_ACKING
 from nsproc import hilltop_command
+from serverkit import silent_port
 from transferkit import digest, random_file
 
 if TYPE_CHECKING:
@@ -205,10 +205,8 @@ def test_interrupt_while_the_command_starts(sig: signal.Signals, delay: float,
     its imports before the signal is still waiting, never done: with a refused port, a
     receive that started in under 0.1 s had already failed when the signal came (seen in a
     fresh-clone CI run once start-up got faster)."""
-    with socket.socket() as silent:
-        silent.bind(("127.0.0.1", 0))
-        silent.listen()
-        url = f"ws://127.0.0.1:{silent.getsockname()[1]}/v1"
+    with silent_port() as port:
+        url = f"ws://127.0.0.1:{port}/v1"
         proc = subprocess.Popen([*hilltop_command(), "--relay-url", url, "receive", "10-a-b"],
                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, cwd=tmp_path)

@@ -7,14 +7,13 @@ Both sides use ``--no-listen``, so the relay is the only way through, and the re
 from __future__ import annotations
 
 import json
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from serverkit import WebSocketRelayServer
+from serverkit import WebSocketRelayServer, silent_port
 
 from hilltop.testing import make_ca
 
@@ -41,10 +40,8 @@ def ws_relay(peers_venv: Path, tmp_path: Path) -> Iterator[WebSocketRelayServer]
 def silent_relay() -> Iterator[str]:
     """A "relay" that accepts connections (the kernel does it) and never answers: the worst
     dead relay, which would hold an attempt for its full 60 s."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(16)
-        yield f"tcp:127.0.0.1:{sock.getsockname()[1]}"
+    with silent_port() as port:
+        yield f"tcp:127.0.0.1:{port}"
 
 
 def source(tmp_path: Path) -> Path:
